@@ -1,0 +1,69 @@
+/*
+ * httphead.h - the model of one HTTP/1.x request head that vaultgate rebuilds and forwards.
+ *
+ * The proxy fills it from validated fields (proxy/http1.c), policy rewrites it (inject.c), and
+ * the proxy serialises it. Every string is owned by the head; all of them live in one arena that
+ * is freed (and wiped, since an injected secret may be in it) by httphead_reset/httphead_free.
+ * Pure data: no I/O, no libevent.
+ */
+#ifndef VG_HTTPHEAD_H
+#define VG_HTTPHEAD_H
+
+#include <stddef.h>
+
+struct http_field {
+    const char *name; /* as received (case kept), NUL-terminated */
+    size_t name_len;
+    const char *value; /* NUL-terminated, surrounding whitespace removed */
+    size_t value_len;
+};
+
+struct http_head {
+    /* request line (requests) */
+    const char *method;   /* e.g. "GET" */
+    const char *target;   /* origin-form "/path?query", or as received for other forms */
+    size_t target_len;
+    int version_minor;    /* 0 for HTTP/1.0, 1 for HTTP/1.1 */
+    /* status line (responses) */
+    int status;           /* e.g. 200 */
+    const char *reason;   /* reason phrase, may be empty */
+    struct http_field *fields;
+    size_t nfields;
+    size_t fields_cap;
+    /* arena */
+    char *arena;
+    size_t arena_len;
+    size_t arena_cap;
+};
+
+void httphead_init(struct http_head *h);
+
+/* Wipes and frees every string; the head is empty and reusable. */
+void httphead_reset(struct http_head *h);
+
+/* Sets method/target/version (copies). 0 or -1 (out of memory or over the head cap). */
+int httphead_set_request_line(struct http_head *h, const char *method, size_t mlen,
+                              const char *target, size_t tlen, int version_minor);
+
+/* Sets version/status/reason of a response head (copies). 0 or -1. */
+int httphead_set_status_line(struct http_head *h, int version_minor, int status,
+                             const char *reason, size_t rlen);
+
+/* Replaces the target (copies). 0 or -1. */
+int httphead_set_target(struct http_head *h, const char *target, size_t tlen);
+
+/* Appends a field (copies both). 0 or -1. */
+int httphead_add(struct http_head *h, const char *name, size_t nlen, const char *value,
+                 size_t vlen);
+
+/* Removes every field named name (ASCII case-insensitive). Returns how many were removed. */
+size_t httphead_remove(struct http_head *h, const char *name);
+
+/* Number of fields named name, and the first one (or NULL). */
+size_t httphead_count(const struct http_head *h, const char *name);
+const struct http_field *httphead_get(const struct http_head *h, const char *name);
+
+/* 1 if the comma-separated list value of any field `name` contains token (case-insensitive). */
+int httphead_has_token(const struct http_head *h, const char *name, const char *token);
+
+#endif

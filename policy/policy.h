@@ -1,0 +1,98 @@
+/*
+ * policy.h - the run's policy: an immutable, reference-counted snapshot built from one vault
+ * file, and the decision for one host (SPEC §3).
+ *
+ * A snapshot never changes after policy_load() returns; reload builds a new one and swaps a
+ * pointer. Secrets live only inside the snapshot, in memory wiped when the last reference goes.
+ * Nothing here logs or does I/O beyond reading the vault and secret files at load time.
+ */
+#ifndef VG_POLICY_H
+#define VG_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct policy;
+
+enum policy_mode {
+    POLICY_MODE_DEFAULT = 0,
+    POLICY_MODE_CATCHALL,
+};
+
+enum policy_verdict {
+    POLICY_BLOCK = 0,
+    POLICY_INJECT,
+    POLICY_ALLOW,
+};
+
+enum policy_scheme {
+    POLICY_SCHEME_BEARER = 0,
+    POLICY_SCHEME_BASIC,
+    POLICY_SCHEME_HEADER,
+    POLICY_SCHEME_QUERY,
+};
+
+struct policy_decision {
+    enum policy_verdict verdict;
+    int rule;        /* index of the matching rule for POLICY_INJECT, else -1 */
+    bool designated; /* a rule host or a block entry: intercepted in default routing */
+};
+
+/* Read-only view of one rule, for logs, metrics and status. Never holds the secret. */
+struct policy_rule_info {
+    const char *host_pattern; /* as written in the vault */
+    const char *secret_name;
+    enum policy_scheme scheme;
+    const char *name;     /* header or query parameter name, or NULL */
+    const char *username; /* basic only, else NULL */
+};
+
+/* One exact name the vault lists (for nameConstraints and /etc/hosts lines). */
+struct policy_name {
+    const char *name; /* normalised */
+    bool ip;          /* an IPv4/IPv6 literal */
+    bool rule;        /* a rule's host_pattern */
+    bool block;       /* a host_policy block entry */
+    bool allow;       /* a host_policy allow entry */
+};
+
+/*
+ * Reads and validates the vault at path (SPEC §3), reads env and file secrets, removes env
+ * secrets from the environment. On failure returns NULL and writes one line naming the JSON
+ * path to err (never a secret value).
+ */
+struct policy *policy_load(const char *path, char *err, size_t errlen);
+
+/* The same from a buffer; env secrets are read (and removed) all the same. */
+struct policy *policy_parse(const char *json, size_t len, char *err, size_t errlen);
+
+/* New reference. */
+struct policy *policy_ref(struct policy *p);
+
+/* Drops a reference and NULLs *pp; the last one wipes secrets and frees. NULL-safe. */
+void policy_unref(struct policy **pp);
+
+/* Decision for a normalised host (hostname_normalize). Never fails. */
+void policy_decide(const struct policy *p, const char *host, struct policy_decision *out);
+
+/* Routing mode and the first reason, e.g. `host_policy.default is "block"`. */
+enum policy_mode policy_mode(const struct policy *p, const char **reason);
+
+const char *policy_run_id(const struct policy *p);
+const char *policy_run_user(const struct policy *p);
+size_t policy_rule_count(const struct policy *p);
+size_t policy_host_entry_count(const struct policy *p);
+size_t policy_secret_count(const struct policy *p);
+void policy_rule_info(const struct policy *p, size_t idx, struct policy_rule_info *out);
+
+/* Exact names the vault lists, deduplicated, in vault order. Valid while p lives. */
+const struct policy_name *policy_names(const struct policy *p, size_t *n);
+
+/* Warnings (unused secret, unconstrained CA, ...) and notes (nothing to enforce). */
+const char *const *policy_warnings(const struct policy *p, size_t *n);
+const char *const *policy_notes(const struct policy *p, size_t *n);
+
+const char *policy_scheme_name(enum policy_scheme s);
+const char *policy_mode_name(enum policy_mode m);
+
+#endif

@@ -1,0 +1,43 @@
+/*
+ * admin.h - the admin API (SPEC §7) on its own thread and event loop, so nothing it does (a
+ * store query, rendering) ever stalls a worker.
+ */
+#ifndef VG_ADMIN_H
+#define VG_ADMIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+/* What the admin API reads; every callback runs on the admin thread. */
+struct admin_ops {
+    /* Adds the /v1/status members to obj. */
+    void (*status)(void *arg, cJSON *obj);
+    /* 1 when every listener is up and the audit store is reachable. */
+    int (*ready)(void *arg);
+    /* Fills extra values for /metrics (cert cache counters). May be NULL. */
+    void (*metrics_extra)(void *arg, void *extra /* struct metrics_extra * */);
+    void *arg;
+    const char *ca_pem; /* root certificate, PEM; copied by admin_start */
+    size_t ca_pem_len;
+    const char *audit_url; /* for /v1/blocked-hosts and /v1/egress-routes; "off" = empty list */
+    const char *run_id;
+};
+
+struct admin;
+
+/*
+ * Usage check for --admin: "host:port", "[v6]:port" or "unix:/path"; a non-loopback address is
+ * refused unless allow_remote. 0, or -1 with a one-line reason in err (the caller exits 2).
+ */
+int admin_addr_check(const char *addr, bool allow_remote, char *err, size_t errlen);
+
+/* Binds addr and starts the admin thread. NULL + err when it cannot bind (the caller exits 4). */
+struct admin *admin_start(const char *addr, const struct admin_ops *ops, char *err,
+                          size_t errlen);
+
+/* Stops the thread, closes the socket (and unlinks a unix socket), frees; NULLs *ap. */
+void admin_stop(struct admin **ap);
+
+#endif

@@ -1,0 +1,107 @@
+/*
+ * http1.h - strict HTTP/1.x message parsing and serialising for the proxy (SPEC §4).
+ *
+ * A parser turns bytes from one side of a connection into a validated struct http_head, then
+ * de-framed body bytes, then "done". Request parsing applies the raw-byte rules of SPEC §4 on
+ * top of llhttp's strict mode; nothing of the client's head or chunk lines is ever forwarded:
+ * the caller serialises a new head with http1_write_request_head() and re-frames the body.
+ */
+#ifndef VG_HTTP1_H
+#define VG_HTTP1_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <event2/buffer.h>
+
+#include "policy/httphead.h"
+
+enum http1_kind {
+    HTTP1_REQUEST = 0,
+    HTTP1_RESPONSE,
+};
+
+enum http1_body {
+    HTTP1_BODY_NONE = 0, /* no body */
+    HTTP1_BODY_LENGTH,   /* Content-Length */
+    HTTP1_BODY_CHUNKED,  /* Transfer-Encoding: chunked */
+    HTTP1_BODY_EOF,      /* responses only: body runs until the upstream closes */
+};
+
+/* One parsed message head with its framing; valid from on_head until the next message. */
+struct http1_msg {
+    struct http_head head;
+    enum http1_body body;
+    uint64_t content_length; /* HTTP1_BODY_LENGTH only */
+    bool keep_alive;         /* the connection may carry another message after this one */
+    bool upgrade;            /* request: carries Upgrade (+ Connection: upgrade); response: 101 */
+};
+
+/* Callbacks return 0 to go on, 1 to pause (http1_feed returns right there), -1 to abort. */
+struct http1_callbacks {
+    int (*on_head)(void *arg, struct http1_msg *msg);
+    int (*on_body)(void *arg, const char *data, size_t len); /* de-framed body bytes */
+    int (*on_done)(void *arg);                               /* message complete */
+};
+
+struct http1_parser;
+
+struct http1_parser *http1_parser_new(enum http1_kind kind, const struct http1_callbacks *cb,
+                                      void *arg);
+void http1_parser_free(struct http1_parser **pp);
+
+/* Ready for the next message; frees (and wipes) the previous head so idle connections stay small. */
+void http1_parser_reset(struct http1_parser *p);
+
+/* Response parsers: the method of the request being answered (HEAD means no body). */
+void http1_parser_set_request_method(struct http1_parser *p, const char *method);
+
+/*
+ * Feeds len bytes. Returns how many were consumed (fewer than len after a pause, or when a
+ * message that ends the connection is complete: bytes after it are never parsed), or -1 on a
+ * protocol error: http1_error() then says which status to answer.
+ */
+ssize_t http1_feed(struct http1_parser *p, const char *data, size_t len);
+
+/* The peer closed. Completes a HTTP1_BODY_EOF body (0); -1 if a message was cut short. */
+int http1_feed_eof(struct http1_parser *p);
+
+/* After -1: the status to answer (400, 405, 431, 501, 502) and a fixed reason text. */
+int http1_error(const struct http1_parser *p, const char **reason);
+
+/* True between on_head and on_done of a message. */
+bool http1_in_message(const struct http1_parser *p);
+
+/*
+ * Removes hop-by-hop fields (those named in Connection, and Connection, Keep-Alive,
+ * Proxy-Connection, Proxy-Authorization, TE, Trailer, Upgrade unless keep_upgrade) and the
+ * framing fields Content-Length and Transfer-Encoding, which the writers below set again.
+ */
+void http1_strip_hop_by_hop(struct http_head *h, bool keep_upgrade);
+
+/* Serialisers: a new head from h's fields, plus the framing field for `body`. 0 or -1. */
+int http1_write_request_head(struct evbuffer *out, const struct http_head *h,
+                             enum http1_body body, uint64_t content_length);
+int http1_write_response_head(struct evbuffer *out, const struct http_head *h,
+                              enum http1_body body, uint64_t content_length, bool close);
+int http1_write_chunk(struct evbuffer *out, const char *data, size_t len);
+int http1_write_last_chunk(struct evbuffer *out);
+
+/*
+ * A response vaultgate itself produces (SPEC §4): status line, Proxy-Status with the RFC 9209
+ * error type and details, Content-Type text/plain, Content-Length, Connection: close when
+ * close, and a one-line text body naming host and reason. host may be NULL.
+ */
+int http1_write_error(struct evbuffer *out, int status, const char *error_type,
+                      const char *details, const char *host, bool close);
+
+/*
+ * Splits a Host header value (or authority) "host[:port]" / "[v6][:port]". Writes the
+ * normalised host to host (HOSTNAME_BUFSZ) and the port (0 when absent). 0 or -1 when the
+ * value is not of that form (userinfo, spaces, several values, a bad name or port).
+ */
+int http1_split_authority(const char *value, size_t len, char *host, size_t hostsz, int *port);
+
+#endif

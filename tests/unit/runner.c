@@ -1,0 +1,28 @@
+/*
+ * runner.c - runs every module's Check suite and prints one closing line with the totals.
+ *
+ * CK_RUN_SUITE / CK_RUN_CASE (Check's own variables) pick a single suite or case.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define SUITE(name) Suite *suite_##name(void);
+#include "tests/unit/suites.def"
+#undef SUITE
+
+int main(void)
+{
+    SRunner *sr = srunner_create(NULL);
+    int run, failed;
+
+#define SUITE(name) srunner_add_suite(sr, suite_##name());
+#include "tests/unit/suites.def"
+#undef SUITE
+    srunner_run_all(sr, CK_NORMAL);
+    run = srunner_ntests_run(sr);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    printf("unit: %d passed, %d failed\n", run - failed, failed);
+    return failed == 0 && run > 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,90 @@
+/*
+ * upstream.h - connections from vaultgate to real hosts (SPEC §4 "Upstream", §2 options).
+ *
+ * One struct upstream_ctx per worker: its own evdns resolver, one client SSL_CTX (trust store
+ * loaded once), and a pool of idle connections keyed by (host, port, tls). Resolution is
+ * asynchronous; the address checked against the destination rules is the address dialled, with
+ * no second resolution; pinned (--resolve) and --allow-private addresses are exempt.
+ */
+#ifndef VG_UPSTREAM_H
+#define VG_UPSTREAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+enum upstream_err {
+    UPSTREAM_OK = 0,
+    UPSTREAM_ERR_DNS,        /* 502 dns_error */
+    UPSTREAM_ERR_PROHIBITED, /* 403 destination_ip_prohibited: every address is prohibited */
+    UPSTREAM_ERR_CONNECT,    /* 502 connection_refused */
+    UPSTREAM_ERR_TLS,        /* 502 tls_certificate_error (verification) or tls_protocol_error */
+    UPSTREAM_ERR_TIMEOUT,    /* 504 connection_timeout */
+    UPSTREAM_ERR_PROXY,      /* 502 the --upstream-proxy refused the CONNECT */
+    UPSTREAM_ERR_INTERNAL,   /* 502 */
+};
+
+/* Process-wide settings, parsed once by `run` and shared read-only by every worker. */
+struct upstream_config {
+    const char *const *dns_servers; /* "IP" or "IP:PORT"; none = /etc/resolv.conf */
+    size_t ndns;
+    const char *const *pins; /* --resolve "HOST:PORT:ADDR" */
+    size_t npins;
+    const char *const *allow_private; /* CIDRs */
+    size_t nallow;
+    const char *ca_file;        /* --upstream-ca, NULL = system store */
+    const char *upstream_proxy; /* --upstream-proxy http://HOST:PORT, NULL = direct */
+    double connect_timeout;     /* seconds, default 10 */
+    double tls_timeout;         /* default 10 */
+    double pool_idle_timeout;   /* how long an idle pooled connection is kept, default 60 */
+    size_t pool_max_per_key;    /* idle connections kept per (host, port, tls), default 32 */
+};
+
+/* Validates the config (pins, CIDRs, DNS addresses, proxy URL). 0 or -1 + one-line err. */
+int upstream_config_check(const struct upstream_config *cfg, char *err, size_t errlen);
+
+/* Adds one of vaultgate's own addresses (listeners) to the prohibited set. Before workers start. */
+int upstream_add_own_address(const struct sockaddr *sa);
+
+struct upstream_ctx;
+
+struct upstream_ctx *upstream_ctx_new(struct event_base *base, const struct upstream_config *cfg,
+                                      char *err, size_t errlen);
+void upstream_ctx_free(struct upstream_ctx **cp);
+
+/*
+ * Called once with a connected (and, for tls, verified) bufferevent that the caller now owns,
+ * or with NULL and the error. route_tunnel is true when it went through --upstream-proxy.
+ * Never called from inside upstream_get().
+ */
+typedef void (*upstream_cb)(void *arg, struct bufferevent *bev, enum upstream_err err,
+                            bool route_tunnel);
+
+struct upstream_req;
+
+/*
+ * Gets a connection to host:port (host normalised; TLS with SNI = host and host-name
+ * verification when tls). Reuses a pooled idle connection when one is alive. Returns a handle
+ * for upstream_cancel (invalid after the callback ran), or NULL if it could not even start
+ * (then cb is not called).
+ */
+struct upstream_req *upstream_get(struct upstream_ctx *c, const char *host, int port, bool tls,
+                                  upstream_cb cb, void *arg);
+
+/* Cancels a pending request; the callback will not run. */
+void upstream_cancel(struct upstream_req **rp);
+
+/*
+ * Gives a connection that finished a response cleanly back to the pool (the pool owns it
+ * afterwards and frees it when it closes or idles out). bev must have no pending input.
+ */
+void upstream_release(struct upstream_ctx *c, const char *host, int port, bool tls,
+                      struct bufferevent *bev);
+
+/* Short name of an error for Proxy-Status and metrics: "dns_error", "connection_refused", ... */
+const char *upstream_err_type(enum upstream_err e);
+int upstream_err_status(enum upstream_err e); /* 403, 502 or 504 */
+
+#endif

@@ -52,4 +52,25 @@ int ca_write_root(const struct ca *ca, const char *path, char *err, size_t errle
 /* Lower-case hex SHA-256 of the root certificate's DER, 64 chars + NUL. */
 void ca_root_sha256(const struct ca *ca, char out[65]);
 
+/*
+ * Added by the ca/ module (not in the first contract):
+ *
+ * ca_new() refuses name lists whose intermediate would exceed this many DER bytes: the TLS
+ * server sends leaf + intermediate, and OpenSSL clients refuse a certificate message over
+ * 100 KiB by default (SSL_CTX_set_max_cert_list). About 2500 names of 15 characters fit (each
+ * costs its length twice plus about 9 bytes: a permitted and an excluded subtree).
+ *
+ * ca_new(): names must not be NULL. With names->constrained false the lists are ignored. With
+ * it true every names->dns[i] must be a normalised DNS name (hostname_normalize gives it back
+ * unchanged) and every names->ip[i] an IPv4/IPv6 literal; otherwise ca_new() fails naming the
+ * entry. Duplicates are fine.
+ *
+ * ca_permits() answers with the semantics of the certificate itself (docs/internals/ca.md):
+ * a listed name is permitted; a subdomain of a listed name is permitted only when that name
+ * also has a listed subdomain (an excluded subtree would hide it); with constraints but no DNS
+ * names, only names under the reserved TLD "invalid" are. leaf_mint() does not consult it:
+ * deciding what to serve for an unpermitted name is the caller's business.
+ */
+#define CA_INTERMEDIATE_MAX_DER (96 * 1024)
+
 #endif

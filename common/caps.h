@@ -34,4 +34,31 @@
 /* Certificate cache (SPEC §5). */
 #define VG_CERTCACHE_MIN         4096
 
+/* Audit (SPEC §6): distinct pending keys (blocked hosts and host/route pairs) per worker table
+ * and in the writer's merged table; past it new keys count under the host "(overflow)". */
+#define VG_AUDIT_MAX_PENDING_KEYS 100000
+/* Rows one audit_query may return (vaultgate audit, /v1/blocked-hosts, /v1/egress-routes). */
+#define VG_AUDIT_QUERY_MAX_ROWS  1000000
+
+/* Metrics: distinct secret-name label values (metrics.h promises VG_VAULT_MAX_SECRETS*4). */
+#define VG_METRICS_MAX_SECRETS   (VG_VAULT_MAX_SECRETS * 4)
+
+/* Admin API (SPEC §7): request head and body limits. */
+#define VG_ADMIN_MAX_HEAD_BYTES  8192
+#define VG_ADMIN_MAX_BODY_BYTES  1024
+
+/* Proxy connections (proxy/conn.c, proxy/listen.c). */
+#define VG_CONN_OUT_CAP          (256 * 1024) /* output past this pauses reading the other side */
+#define VG_CONN_IN_MAX           (256 * 1024) /* read high watermark of each side's input */
+#define VG_LISTEN_BACKLOG        4096
+#define VG_WORKERS_MAX           256
+#define VG_LISTENERS_MAX         32
+#define VG_STOP_GRACE_SECONDS    10 /* SIGTERM: in-flight requests get this long to finish */
+
+/* Reflection masking (SPEC §4, proxy/mask.c). A form of a secret is at most three times the
+ * secret (percent-encoding); base64 of user:secret (user <= 256) stays below that. Decoded
+ * gzip/deflate output per response is capped: past it the response is aborted. */
+#define VG_MASK_FORM_MAX         (3 * VG_SECRET_MAX_BYTES)
+#define VG_MASK_DECODE_MAX       ((size_t)1 << 30)
+
 #endif

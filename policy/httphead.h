@@ -11,6 +11,8 @@
 
 #include <stddef.h>
 
+#include "common/caps.h"
+
 struct http_field {
     const char *name; /* as received (case kept), NUL-terminated */
     size_t name_len;
@@ -35,6 +37,14 @@ struct http_head {
     size_t arena_len;
     size_t arena_cap;
 };
+
+/*
+ * Caps of one head model (added by the policy module): live string bytes in the arena (room for
+ * a full 64 KiB received head plus injected material) and fields (room for the 100 received
+ * plus what vaultgate adds). A call that would exceed them fails with -1.
+ */
+#define HTTPHEAD_MAX_BYTES  (2 * VG_HEAD_MAX_BYTES)
+#define HTTPHEAD_MAX_FIELDS (2 * VG_HEAD_MAX_FIELDS)
 
 void httphead_init(struct http_head *h);
 

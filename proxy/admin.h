@@ -40,4 +40,10 @@ struct admin *admin_start(const char *addr, const struct admin_ops *ops, char *e
 /* Stops the thread, closes the socket (and unlinks a unix socket), frees; NULLs *ap. */
 void admin_stop(struct admin **ap);
 
+/*
+ * The bound address: "127.0.0.1:9090", "[::1]:9090" or "unix:/path" (with the real port when
+ * addr asked for port 0). Valid until admin_stop.
+ */
+const char *admin_address(const struct admin *ad);
+
 #endif

@@ -29,5 +29,12 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 int cli_is_help(const char *arg);
 
 int cmd_version(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_trust(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_hosts(int argc, char **argv);
+int cmd_audit(int argc, char **argv);
+int cmd_nft(int argc, char **argv);
+int cmd_probe(int argc, char **argv);
 
 #endif

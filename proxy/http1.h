@@ -30,7 +30,13 @@ enum http1_body {
     HTTP1_BODY_EOF,      /* responses only: body runs until the upstream closes */
 };
 
-/* One parsed message head with its framing; valid from on_head until the next message. */
+/*
+ * One parsed message head with its framing; valid from on_head until the next message.
+ * Requests: CONNECT sets upgrade (the bytes after it are a tunnel); the target is kept as
+ * received (origin-, absolute-, authority- or asterisk-form, each validated). Responses to HEAD
+ * and 304s have body NONE but content_length holds a Content-Length they carried, so the caller
+ * can repeat it with http1_write_response_head(..., HTTP1_BODY_LENGTH, content_length, ...).
+ */
 struct http1_msg {
     struct http_head head;
     enum http1_body body;
@@ -39,7 +45,13 @@ struct http1_msg {
     bool upgrade;            /* request: carries Upgrade (+ Connection: upgrade); response: 101 */
 };
 
-/* Callbacks return 0 to go on, 1 to pause (http1_feed returns right there), -1 to abort. */
+/*
+ * Callbacks return 0 to go on, 1 to pause (http1_feed returns right there), -1 to abort.
+ * After a pause call http1_feed again with the bytes not yet consumed, even when there are none
+ * left (len 0): a message without body paused in on_head gets its on_done from that call.
+ * Responses: each 1xx interim response gets an on_head (body NONE) and no on_done; the final
+ * response follows with on_head ... on_done.
+ */
 struct http1_callbacks {
     int (*on_head)(void *arg, struct http1_msg *msg);
     int (*on_body)(void *arg, const char *data, size_t len); /* de-framed body bytes */
@@ -52,10 +64,17 @@ struct http1_parser *http1_parser_new(enum http1_kind kind, const struct http1_c
                                       void *arg);
 void http1_parser_free(struct http1_parser **pp);
 
-/* Ready for the next message; frees (and wipes) the previous head so idle connections stay small. */
+/*
+ * Ready for the next message; frees (and wipes) the previous head so idle connections stay small.
+ * A message in progress is discarded. After an upgrade or CONNECT the parser parses again (the
+ * upgrade was refused); after a message that ended the connection, or an error, it stays stopped.
+ */
 void http1_parser_reset(struct http1_parser *p);
 
-/* Response parsers: the method of the request being answered (HEAD means no body). */
+/*
+ * Response parsers: the method of the request being answered (HEAD means no body; a 2xx to
+ * CONNECT is a tunnel). Kept until that request's final response is complete, then forgotten.
+ */
 void http1_parser_set_request_method(struct http1_parser *p, const char *method);
 
 /*
@@ -68,7 +87,10 @@ ssize_t http1_feed(struct http1_parser *p, const char *data, size_t len);
 /* The peer closed. Completes a HTTP1_BODY_EOF body (0); -1 if a message was cut short. */
 int http1_feed_eof(struct http1_parser *p);
 
-/* After -1: the status to answer (400, 405, 431, 501, 502) and a fixed reason text. */
+/*
+ * After -1: the status to answer (400, 405, 431, 501, 502) and a fixed reason text. 500 when a
+ * callback returned -1. The reason is a constant string, never peer bytes; fit for the event log.
+ */
 int http1_error(const struct http1_parser *p, const char **reason);
 
 /* True between on_head and on_done of a message. */
@@ -78,10 +100,21 @@ bool http1_in_message(const struct http1_parser *p);
  * Removes hop-by-hop fields (those named in Connection, and Connection, Keep-Alive,
  * Proxy-Connection, Proxy-Authorization, TE, Trailer, Upgrade unless keep_upgrade) and the
  * framing fields Content-Length and Transfer-Encoding, which the writers below set again.
+ * Host is never removed because Connection names it. With keep_upgrade, when the Connection
+ * options held "upgrade" and an Upgrade field remains, "Connection: upgrade" is appended again
+ * (a WebSocket handshake needs it on both hops).
  */
 void http1_strip_hop_by_hop(struct http_head *h, bool keep_upgrade);
 
-/* Serialisers: a new head from h's fields, plus the framing field for `body`. 0 or -1. */
+/*
+ * Serialisers: a new head from h's fields, plus the framing field for `body`. 0 or -1, and then
+ * nothing is written. Content-Length and Transfer-Encoding fields of h are never written (the
+ * framing is the writer's); a name that is not a token, a value with CR, LF, NUL or another
+ * control character, a method that is not a token or a target with bytes outside visible ASCII
+ * fails. Requests always go out as HTTP/1.1; HTTP1_BODY_EOF is refused for requests. Responses:
+ * no framing field on 1xx and 204; HTTP1_BODY_EOF implies close; with close, Connection fields of
+ * h are replaced by "Connection: close". http1_write_chunk writes nothing for len 0.
+ */
 int http1_write_request_head(struct evbuffer *out, const struct http_head *h,
                              enum http1_body body, uint64_t content_length);
 int http1_write_response_head(struct evbuffer *out, const struct http_head *h,

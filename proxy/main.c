@@ -8,6 +8,13 @@
 
 static const struct cli_command commands[] = {
     /* subcommands, in the order of SPEC §2 */
+    {"run", cmd_run, "run the gateway (foreground)"},
+    {"check", cmd_check, "validate a vault and print its routing mode"},
+    {"hosts", cmd_hosts, "print /etc/hosts lines for default routing"},
+    {"nft", cmd_nft, "print or apply the nftables ruleset for catch-all routing"},
+    {"probe", cmd_probe, "verify from inside a sandbox that egress is enforced"},
+    {"audit", cmd_audit, "read the audit store"},
+    {"trust", cmd_trust, "write a CA bundle and print the environment lines runtimes need"},
     {"version", cmd_version, "print the version"},
 };
 

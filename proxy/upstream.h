@@ -11,9 +11,12 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+
+struct sockaddr;
 
 enum upstream_err {
     UPSTREAM_OK = 0,
@@ -82,6 +85,19 @@ void upstream_cancel(struct upstream_req **rp);
  */
 void upstream_release(struct upstream_ctx *c, const char *host, int port, bool tls,
                       struct bufferevent *bev);
+
+/* Counters of one worker's upstream context (for metrics and tests). */
+struct upstream_stats {
+    uint64_t dials;          /* connect(2) calls */
+    uint64_t dns_queries;    /* A and AAAA queries sent */
+    uint64_t pool_hits;      /* upstream_get served from the pool */
+    uint64_t pool_misses;    /* upstream_get that had to connect */
+    uint64_t tls_handshakes; /* verified handshakes completed */
+    uint64_t tls_resumed;    /* ... of which resumed a session */
+    uint64_t pool_idle;      /* idle connections in the pool now */
+};
+
+void upstream_ctx_stats(const struct upstream_ctx *c, struct upstream_stats *out);
 
 /* Short name of an error for Proxy-Status and metrics: "dns_error", "connection_refused", ... */
 const char *upstream_err_type(enum upstream_err e);

@@ -1,0 +1,188 @@
+/*
+ * inject.c - credential injection into a parsed request head (SPEC §3-§4).
+ *
+ * Guarantees: pure (no I/O); after a successful inject_apply() the head carries exactly one
+ * instance of the injected header (at the position of the first instance the client sent, or
+ * last) or exactly one instance of the query parameter (likewise), never the client's value
+ * beside the secret. Query parameter names are compared after percent-decoding, so `k%65y=x`
+ * is replaced by `key=` as well. Temporary copies of the secret are wiped.
+ */
+#include "policy/inject.h"
+#include "policy/policy_int.h"
+#include "common/secmem.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int ieq(const char *a, size_t alen, const char *b)
+{
+    size_t blen = strlen(b);
+
+    if (alen != blen)
+        return 0;
+    for (size_t i = 0; i < alen; i++) {
+        unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
+
+        if (x >= 'A' && x <= 'Z')
+            x = (unsigned char)(x - 'A' + 'a');
+        if (y >= 'A' && y <= 'Z')
+            y = (unsigned char)(y - 'A' + 'a');
+        if (x != y)
+            return 0;
+    }
+    return 1;
+}
+
+/* Replaces every field `name` by one `name: value` at the position of the first of them. */
+static int set_header(struct http_head *h, const char *name, const char *value, size_t vlen)
+{
+    size_t first = SIZE_MAX, last;
+    struct http_field f;
+
+    for (size_t i = 0; i < h->nfields && first == SIZE_MAX; i++) {
+        if (ieq(h->fields[i].name, h->fields[i].name_len, name))
+            first = i;
+    }
+    httphead_remove(h, name);
+    if (httphead_add(h, name, strlen(name), value, vlen) != 0)
+        return -1;
+    last = h->nfields - 1;
+    if (first != SIZE_MAX && first < last) {
+        f = h->fields[last];
+        memmove(&h->fields[first + 1], &h->fields[first], (last - first) * sizeof(f));
+        h->fields[first] = f;
+    }
+    return 0;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* 1 if the key of the query segment seg (up to '=') percent-decodes to name. */
+static int key_is(const char *seg, size_t len, const char *name)
+{
+    size_t i = 0, k = 0, nlen = strlen(name);
+
+    while (i < len && seg[i] != '=') {
+        char c = seg[i];
+
+        if (c == '%' && i + 2 < len && hexval(seg[i + 1]) >= 0 && hexval(seg[i + 2]) >= 0) {
+            c = (char)(hexval(seg[i + 1]) * 16 + hexval(seg[i + 2]));
+            i += 3;
+        } else {
+            i++;
+        }
+        if (k >= nlen || name[k] != c)
+            return 0;
+        k++;
+    }
+    return k == nlen;
+}
+
+static void put(char *buf, size_t *o, const char *s, size_t len)
+{
+    memcpy(buf + *o, s, len);
+    *o += len;
+}
+
+/*
+ * Rewrites the query of t into buf (size >= tlen + nlen + vlen + 3): every parameter whose
+ * name decodes to name is dropped, and name=value takes the place of the first (or goes last).
+ */
+static size_t rewrite_query(const char *t, size_t tlen, const char *name, const char *value,
+                            size_t vlen, char *buf)
+{
+    const char *q = memchr(t, '?', tlen), *frag = memchr(t, '#', tlen);
+    size_t o = 0, nlen = strlen(name), qend, i;
+    char sep = '?';
+    int placed = 0;
+
+    if (frag != NULL && q != NULL && frag < q)
+        q = NULL;
+    qend = frag != NULL ? (size_t)(frag - t) : tlen;
+    put(buf, &o, t, q != NULL ? (size_t)(q - t) : qend);
+    for (i = q != NULL ? (size_t)(q - t) + 1 : qend; q != NULL && i < qend;) {
+        const char *seg = t + i, *amp = memchr(seg, '&', qend - i);
+        size_t slen = amp != NULL ? (size_t)(amp - seg) : qend - i;
+
+        i += slen + 1;
+        if (key_is(seg, slen, name)) {
+            if (placed++)
+                continue;
+            buf[o++] = sep;
+            put(buf, &o, name, nlen);
+            buf[o++] = '=';
+            put(buf, &o, value, vlen);
+        } else {
+            buf[o++] = sep;
+            put(buf, &o, seg, slen);
+        }
+        sep = '&';
+    }
+    if (!placed) {
+        buf[o++] = sep;
+        put(buf, &o, name, nlen);
+        buf[o++] = '=';
+        put(buf, &o, value, vlen);
+    }
+    put(buf, &o, t + qend, tlen - qend);
+    return o;
+}
+
+static int set_query(struct http_head *h, const char *name, const char *value, size_t vlen)
+{
+    size_t cap, len;
+    char *buf;
+    int rc;
+
+    if (h->target == NULL || h->target_len == 0 || h->target[0] != '/')
+        return -1;
+    cap = h->target_len + strlen(name) + vlen + 3;
+    buf = malloc(cap);
+    if (buf == NULL)
+        return -1;
+    len = rewrite_query(h->target, h->target_len, name, value, vlen, buf);
+    rc = httphead_set_target(h, buf, len);
+    secmem_free(&buf, cap);
+    return rc;
+}
+
+int inject_apply(struct http_head *h, const struct policy *p, int rule)
+{
+    const struct policy_wire *w = policy_wire(p, rule);
+    struct policy_rule_info ri;
+
+    if (h == NULL || w == NULL)
+        return -1;
+    policy_rule_info(p, (size_t)rule, &ri);
+    switch (ri.scheme) {
+    case POLICY_SCHEME_BEARER:
+    case POLICY_SCHEME_BASIC:
+        return set_header(h, "Authorization", w->value, w->value_len);
+    case POLICY_SCHEME_HEADER:
+        return set_header(h, ri.name, w->value, w->value_len);
+    case POLICY_SCHEME_QUERY:
+        return set_query(h, ri.name, w->value, w->value_len);
+    }
+    return -1;
+}
+
+size_t inject_forms(const struct policy *p, int rule, struct inject_form forms[INJECT_MAX_FORMS])
+{
+    const struct policy_wire *w = policy_wire(p, rule);
+
+    if (w == NULL)
+        return 0;
+    for (size_t i = 0; i < w->nforms; i++)
+        forms[i] = w->forms[i];
+    return w->nforms;
+}

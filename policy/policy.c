@@ -1,0 +1,678 @@
+/*
+ * policy.c - the run's policy snapshot: a validated vault plus everything derived from it once
+ * (lookup indexes, routing mode, warnings, the names for certificates and /etc/hosts, the wire
+ * forms of each secret), behind an atomic reference count.
+ *
+ * Guarantees: a snapshot never changes after policy_parse() returns, so any number of threads
+ * may call policy_decide() on it without locks; the last policy_unref() wipes every secret byte
+ * (vault values and their wire forms). policy_decide() follows SPEC §3 "Decision for one host"
+ * and costs O(log n) per exact or wildcard pattern plus one regex run per `re:` pattern.
+ */
+#include "policy/policy.h"
+#include "policy/policy_int.h"
+#include "common/secmem.h"
+
+#include <openssl/evp.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A sorted array mapping a name (exact host or wildcard suffix) to the lowest index using it. */
+struct pindex_slot {
+    const char *key;
+    size_t idx;
+};
+
+struct pindex {
+    struct pindex_slot *slots;
+    size_t n;
+};
+
+/* Exact, wildcard and regex patterns of one list (rules or host entries), split for lookup. */
+struct plist {
+    struct pindex exact;
+    struct pindex wild;
+    size_t *regex; /* indexes of `re:` patterns, ascending */
+    size_t nregex;
+    size_t star; /* index of a `*` pattern, or SIZE_MAX */
+};
+
+struct policy {
+    atomic_size_t refs;
+    struct vault *v;
+    struct policy_wire *wire;
+    size_t *wire_lens; /* allocation size of each wire value buffer, for wiping */
+    struct plist rules, entries;
+    enum policy_mode mode;
+    char *mode_reason;
+    char **warnings;
+    size_t nwarnings;
+    char **notes;
+    size_t nnotes;
+    struct policy_name *names;
+    size_t nnames;
+};
+
+#define NO_MATCH SIZE_MAX
+
+/* ---- indexes ---- */
+
+static int slot_cmp(const void *a, const void *b)
+{
+    const struct pindex_slot *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+
+    if (c != 0)
+        return c;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static size_t pindex_find(const struct pindex *ix, const char *key)
+{
+    size_t lo = 0, hi = ix->n;
+
+    /* lower bound: the first slot with this key holds the lowest index */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (strcmp(ix->slots[mid].key, key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < ix->n && strcmp(ix->slots[lo].key, key) == 0)
+        return ix->slots[lo].idx;
+    return NO_MATCH;
+}
+
+/* Lowest index of a wildcard whose suffix lies strictly above host. */
+static size_t pindex_find_suffix(const struct pindex *ix, const char *host)
+{
+    size_t best = NO_MATCH, i;
+
+    if (ix->n == 0)
+        return NO_MATCH;
+    for (const char *dot = strchr(host, '.'); dot != NULL; dot = strchr(dot + 1, '.')) {
+        if (dot == host)
+            continue;
+        i = pindex_find(ix, dot + 1);
+        if (i < best)
+            best = i;
+    }
+    return best;
+}
+
+static void plist_free(struct plist *l)
+{
+    free(l->exact.slots);
+    free(l->wild.slots);
+    free(l->regex);
+    memset(l, 0, sizeof(*l));
+}
+
+static int plist_add(struct plist *l, const struct hostmatch *m, size_t idx)
+{
+    struct pindex *ix = NULL;
+
+    switch (hostmatch_kind(m)) {
+    case HOSTMATCH_EXACT:
+    case HOSTMATCH_IP:
+        ix = &l->exact;
+        break;
+    case HOSTMATCH_WILDCARD:
+        if (hostmatch_text(m)[0] == '\0') {
+            if (l->star == NO_MATCH)
+                l->star = idx;
+            return 0;
+        }
+        ix = &l->wild;
+        break;
+    case HOSTMATCH_REGEX:
+        l->regex[l->nregex++] = idx;
+        return 0;
+    }
+    ix->slots[ix->n].key = hostmatch_text(m);
+    ix->slots[ix->n++].idx = idx;
+    return 0;
+}
+
+/* Builds the lookup list over n matchers reached through get(). */
+static int plist_build(struct plist *l, size_t n,
+                       const struct hostmatch *(*get)(const void *, size_t), const void *arg)
+{
+    l->star = NO_MATCH;
+    l->exact.slots = calloc(n + 1, sizeof(*l->exact.slots));
+    l->wild.slots = calloc(n + 1, sizeof(*l->wild.slots));
+    l->regex = calloc(n + 1, sizeof(*l->regex));
+    if (l->exact.slots == NULL || l->wild.slots == NULL || l->regex == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        plist_add(l, get(arg, i), i);
+    qsort(l->exact.slots, l->exact.n, sizeof(*l->exact.slots), slot_cmp);
+    qsort(l->wild.slots, l->wild.n, sizeof(*l->wild.slots), slot_cmp);
+    return 0;
+}
+
+static const struct hostmatch *rule_match_at(const void *arg, size_t i)
+{
+    return ((const struct vault *)arg)->rules[i].match;
+}
+
+static const struct hostmatch *entry_match_at(const void *arg, size_t i)
+{
+    return ((const struct vault *)arg)->entries[i].match;
+}
+
+/* ---- decisions ---- */
+
+/* Any entry of the wanted kind (block or allow) that matches host. */
+static bool entries_match(const struct policy *p, const char *host, bool block)
+{
+    const struct vault *v = p->v;
+    const struct plist *l = &p->entries;
+    size_t i;
+
+    /* entry patterns are unique, so exact and wildcard lookups find at most one each */
+    i = pindex_find(&l->exact, host);
+    if (i != NO_MATCH && v->entries[i].block == block)
+        return true;
+    for (const char *dot = strchr(host, '.'); dot != NULL; dot = strchr(dot + 1, '.')) {
+        i = dot == host ? NO_MATCH : pindex_find(&l->wild, dot + 1);
+        if (i != NO_MATCH && v->entries[i].block == block)
+            return true;
+    }
+    if (l->star != NO_MATCH && host[0] != '\0' && v->entries[l->star].block == block)
+        return true;
+    for (size_t k = 0; k < l->nregex; k++) {
+        const struct vault_entry *e = &v->entries[l->regex[k]];
+        int rc;
+
+        if (e->block != block)
+            continue;
+        rc = hostmatch_match(e->match, host);
+        if (rc == 1 || (rc < 0 && block))
+            return true;
+    }
+    return false;
+}
+
+static size_t first_rule(const struct policy *p, const char *host)
+{
+    const struct plist *l = &p->rules;
+    size_t best = NO_MATCH, i;
+
+    i = pindex_find(&l->exact, host);
+    if (i < best)
+        best = i;
+    i = pindex_find_suffix(&l->wild, host);
+    if (i < best)
+        best = i;
+    for (size_t k = 0; k < l->nregex && l->regex[k] < best; k++) {
+        if (hostmatch_match(p->v->rules[l->regex[k]].match, host) == 1) {
+            best = l->regex[k];
+            break;
+        }
+    }
+    return best;
+}
+
+void policy_decide(const struct policy *p, const char *host, struct policy_decision *out)
+{
+    struct policy_decision d = {.verdict = POLICY_BLOCK, .rule = -1, .designated = false};
+    size_t r;
+
+    if (host == NULL)
+        host = "";
+    if (entries_match(p, host, true)) {
+        d.designated = true;
+    } else if ((r = first_rule(p, host)) != NO_MATCH) {
+        d.verdict = POLICY_INJECT;
+        d.rule = (int)r;
+        d.designated = true;
+    } else if (entries_match(p, host, false) || !p->v->default_block) {
+        d.verdict = POLICY_ALLOW;
+    }
+    *out = d;
+}
+
+/* ---- wire forms ---- */
+
+char *policy_pct_encode(const char *s, size_t len, size_t *outlen)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    char *out = malloc(len * 3 + 1);
+    size_t o = 0;
+
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '.' || c == '_' || c == '~') {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    out[o] = '\0';
+    *outlen = o;
+    return out;
+}
+
+/* base64(user ":" secret), in a new buffer of *outlen bytes plus NUL. */
+static char *basic_token(const char *user, const char *secret, size_t slen, size_t *outlen)
+{
+    size_t ulen = strlen(user), plain_len = ulen + 1 + slen;
+    char *plain = malloc(plain_len + 1);
+    char *b64 = malloc(4 * ((plain_len + 2) / 3) + 1);
+    char *ret = NULL;
+
+    if (plain == NULL || b64 == NULL)
+        goto out;
+    memcpy(plain, user, ulen);
+    plain[ulen] = ':';
+    memcpy(plain + ulen + 1, secret, slen);
+    *outlen = (size_t)EVP_EncodeBlock((unsigned char *)b64, (unsigned char *)plain, (int)plain_len);
+    ret = b64;
+    b64 = NULL;
+out:
+    secmem_free(&plain, plain_len + 1);
+    secmem_free(&b64, 4 * ((plain_len + 2) / 3) + 1);
+    return ret;
+}
+
+/* Builds prefix + body into a new buffer; 0 or -1. */
+static int wire_concat(const char *prefix, const char *body, size_t blen, char **out,
+                       size_t *outlen)
+{
+    size_t plen = strlen(prefix);
+    char *buf = malloc(plen + blen + 1);
+
+    if (buf == NULL)
+        return -1;
+    memcpy(buf, prefix, plen);
+    memcpy(buf + plen, body, blen);
+    buf[plen + blen] = '\0';
+    *out = buf;
+    *outlen = plen + blen;
+    return 0;
+}
+
+static void wire_add_form(struct policy_wire *w, const char *bytes, size_t len)
+{
+    for (size_t i = 0; i < w->nforms; i++) {
+        if (w->forms[i].len == len && memcmp(w->forms[i].bytes, bytes, len) == 0)
+            return;
+    }
+    w->forms[w->nforms].bytes = (const unsigned char *)bytes;
+    w->forms[w->nforms++].len = len;
+}
+
+/*
+ * Wire material of one rule. The header value buffer is value; the encoded form (base64 or
+ * percent) is `enc`, kept alive by pointing value into it for query and by the value buffer's
+ * tail for basic.
+ */
+static int wire_build(const struct vault_rule *r, const struct vault_secret *s,
+                      struct policy_wire *w, size_t *alloc_len)
+{
+    char *enc = NULL, *val = NULL;
+    size_t enc_len = 0, val_len = 0;
+    int rc = -1;
+
+    switch (r->scheme) {
+    case POLICY_SCHEME_BEARER:
+        rc = wire_concat("Bearer ", s->value, s->len, &val, &val_len);
+        break;
+    case POLICY_SCHEME_BASIC:
+        enc = basic_token(r->username, s->value, s->len, &enc_len);
+        rc = enc == NULL ? -1 : wire_concat("Basic ", enc, enc_len, &val, &val_len);
+        break;
+    case POLICY_SCHEME_HEADER:
+        rc = wire_concat("", s->value, s->len, &val, &val_len);
+        break;
+    case POLICY_SCHEME_QUERY:
+        enc = policy_pct_encode(s->value, s->len, &enc_len);
+        rc = enc == NULL ? -1 : wire_concat("", enc, enc_len, &val, &val_len);
+        break;
+    }
+    secmem_free(&enc, enc_len + 1);
+    if (rc != 0)
+        return -1;
+    w->value = val;
+    w->value_len = val_len;
+    *alloc_len = val_len + 1;
+    wire_add_form(w, s->value, s->len);
+    if (r->scheme == POLICY_SCHEME_BASIC)
+        wire_add_form(w, val + 6, val_len - 6);
+    else if (r->scheme == POLICY_SCHEME_QUERY)
+        wire_add_form(w, val, val_len);
+    return 0;
+}
+
+/* ---- derived facts: mode, warnings, notes, names ---- */
+
+static int push_str(char ***arr, size_t *n, const char *s)
+{
+    char **grown = realloc(*arr, (*n + 1) * sizeof(**arr));
+    char *copy = strdup(s);
+
+    if (grown != NULL)
+        *arr = grown;
+    if (grown == NULL || copy == NULL) {
+        free(copy);
+        return -1;
+    }
+    (*arr)[(*n)++] = copy;
+    return 0;
+}
+
+static const char *kind_phrase(const struct hostmatch *m)
+{
+    return hostmatch_kind(m) == HOSTMATCH_REGEX ? "a regular expression" : "a wildcard";
+}
+
+static bool is_pattern(const struct hostmatch *m)
+{
+    return hostmatch_kind(m) == HOSTMATCH_WILDCARD || hostmatch_kind(m) == HOSTMATCH_REGEX;
+}
+
+/* The first catch-all reason in the order of SPEC §3, or the default-mode explanation. */
+static int derive_mode(struct policy *p)
+{
+    const struct vault *v = p->v;
+    char buf[512], q[300];
+
+    p->mode = POLICY_MODE_CATCHALL;
+    if (v->default_block) {
+        snprintf(buf, sizeof(buf), "host_policy.default is \"block\"");
+        goto done;
+    }
+    for (size_t i = 0; i < v->nentries; i++) {
+        if (v->entries[i].block && is_pattern(v->entries[i].match)) {
+            vault_quote(q, sizeof(q), v->entries[i].pattern);
+            snprintf(buf, sizeof(buf), "host_policy.hosts[%s] is %s block entry", q,
+                     kind_phrase(v->entries[i].match));
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < v->nrules; i++) {
+        if (is_pattern(v->rules[i].match)) {
+            vault_quote(q, sizeof(q), v->rules[i].pattern);
+            snprintf(buf, sizeof(buf), "rules[%zu].host_pattern %s is %s", i, q,
+                     kind_phrase(v->rules[i].match));
+            goto done;
+        }
+    }
+    p->mode = POLICY_MODE_DEFAULT;
+    snprintf(buf, sizeof(buf), "every designated host is an exact name or IP literal");
+done:
+    p->mode_reason = strdup(buf);
+    return p->mode_reason == NULL ? -1 : 0;
+}
+
+static int derive_messages(struct policy *p)
+{
+    const struct vault *v = p->v;
+    bool any_block = false;
+    char buf[160];
+
+    for (size_t i = 0; i < v->nsecrets; i++) {
+        if (v->secrets[i].used)
+            continue;
+        snprintf(buf, sizeof(buf), "secret %s is not used by any rule", v->secrets[i].name);
+        if (push_str(&p->warnings, &p->nwarnings, buf) != 0)
+            return -1;
+    }
+    if (p->mode == POLICY_MODE_CATCHALL &&
+        push_str(&p->warnings, &p->nwarnings, "CA unconstrained (catch-all routing)") != 0)
+        return -1;
+    for (size_t i = 0; i < v->nentries; i++)
+        any_block = any_block || v->entries[i].block;
+    if (v->nrules == 0 && !any_block && !v->default_block &&
+        push_str(&p->notes, &p->nnotes,
+                 "nothing to enforce: no rules, no block entries and an allow default") != 0)
+        return -1;
+    return 0;
+}
+
+static void add_name(struct policy *p, const struct hostmatch *m, bool rule, bool block)
+{
+    struct policy_name *n = NULL;
+    const char *text = hostmatch_text(m);
+
+    if (hostmatch_kind(m) != HOSTMATCH_EXACT && hostmatch_kind(m) != HOSTMATCH_IP)
+        return;
+    for (size_t i = 0; i < p->nnames && n == NULL; i++) {
+        if (strcmp(p->names[i].name, text) == 0)
+            n = &p->names[i];
+    }
+    if (n == NULL) {
+        n = &p->names[p->nnames++];
+        n->name = text;
+        n->ip = hostmatch_kind(m) == HOSTMATCH_IP;
+    }
+    n->rule = n->rule || rule;
+    n->block = n->block || (!rule && block);
+    n->allow = n->allow || (!rule && !block);
+}
+
+static int derive_names(struct policy *p)
+{
+    const struct vault *v = p->v;
+
+    p->names = calloc(v->nrules + v->nentries + 1, sizeof(*p->names));
+    if (p->names == NULL)
+        return -1;
+    for (size_t i = 0; i < v->nrules; i++)
+        add_name(p, v->rules[i].match, true, false);
+    for (size_t i = 0; i < v->nentries; i++)
+        add_name(p, v->entries[i].match, false, v->entries[i].block);
+    return 0;
+}
+
+/* ---- life cycle ---- */
+
+static int policy_build(struct policy *p)
+{
+    const struct vault *v = p->v;
+
+    p->wire = calloc(v->nrules + 1, sizeof(*p->wire));
+    p->wire_lens = calloc(v->nrules + 1, sizeof(*p->wire_lens));
+    if (p->wire == NULL || p->wire_lens == NULL)
+        return -1;
+    for (size_t i = 0; i < v->nrules; i++) {
+        if (wire_build(&v->rules[i], &v->secrets[v->rules[i].secret], &p->wire[i],
+                       &p->wire_lens[i]) != 0)
+            return -1;
+    }
+    if (plist_build(&p->rules, v->nrules, rule_match_at, v) != 0 ||
+        plist_build(&p->entries, v->nentries, entry_match_at, v) != 0)
+        return -1;
+    if (derive_mode(p) != 0 || derive_messages(p) != 0 || derive_names(p) != 0)
+        return -1;
+    return 0;
+}
+
+static void policy_free(struct policy *p)
+{
+    for (size_t i = 0; p->wire != NULL && i < p->v->nrules; i++) {
+        char *val = (char *)p->wire[i].value;
+
+        secmem_free(&val, p->wire_lens[i]);
+    }
+    free(p->wire);
+    free(p->wire_lens);
+    plist_free(&p->rules);
+    plist_free(&p->entries);
+    for (size_t i = 0; i < p->nwarnings; i++)
+        free(p->warnings[i]);
+    for (size_t i = 0; i < p->nnotes; i++)
+        free(p->notes[i]);
+    free(p->warnings);
+    free(p->notes);
+    free(p->names);
+    free(p->mode_reason);
+    vault_free(&p->v);
+    free(p);
+}
+
+/* Takes ownership of v (freed on failure too). */
+static struct policy *policy_from_vault_take(struct vault *v, char *err, size_t errlen)
+{
+    char scratch[8];
+    struct policy *p;
+
+    if (v == NULL)
+        return NULL;
+    if (err == NULL || errlen == 0) {
+        err = scratch;
+        errlen = sizeof(scratch);
+    }
+    p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        vault_free(&v);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    atomic_init(&p->refs, 1);
+    p->v = v;
+    if (policy_build(p) != 0) {
+        policy_free(p);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    return p;
+}
+
+struct policy *policy_load(const char *path, char *err, size_t errlen)
+{
+    return policy_from_vault_take(vault_load(path, err, errlen), err, errlen);
+}
+
+struct policy *policy_parse(const char *json, size_t len, char *err, size_t errlen)
+{
+    return policy_from_vault_take(vault_parse(json, len, err, errlen), err, errlen);
+}
+
+struct policy *policy_ref(struct policy *p)
+{
+    if (p != NULL)
+        atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+    return p;
+}
+
+void policy_unref(struct policy **pp)
+{
+    struct policy *p;
+
+    if (pp == NULL || *pp == NULL)
+        return;
+    p = *pp;
+    *pp = NULL;
+    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
+        policy_free(p);
+}
+
+/* ---- accessors ---- */
+
+enum policy_mode policy_mode(const struct policy *p, const char **reason)
+{
+    if (reason != NULL)
+        *reason = p->mode_reason;
+    return p->mode;
+}
+
+const char *policy_run_id(const struct policy *p)
+{
+    return p->v->run_id;
+}
+
+const char *policy_run_user(const struct policy *p)
+{
+    return p->v->run_user;
+}
+
+size_t policy_rule_count(const struct policy *p)
+{
+    return p->v->nrules;
+}
+
+size_t policy_host_entry_count(const struct policy *p)
+{
+    return p->v->nentries;
+}
+
+size_t policy_secret_count(const struct policy *p)
+{
+    return p->v->nsecrets;
+}
+
+void policy_rule_info(const struct policy *p, size_t idx, struct policy_rule_info *out)
+{
+    const struct vault_rule *r;
+
+    if (idx >= p->v->nrules)
+        return;
+    r = &p->v->rules[idx];
+    out->host_pattern = r->pattern;
+    out->secret_name = p->v->secrets[r->secret].name;
+    out->scheme = r->scheme;
+    out->name = r->name;
+    out->username = r->username;
+}
+
+const struct policy_name *policy_names(const struct policy *p, size_t *n)
+{
+    *n = p->nnames;
+    return p->names;
+}
+
+const char *const *policy_warnings(const struct policy *p, size_t *n)
+{
+    *n = p->nwarnings;
+    return (const char *const *)p->warnings;
+}
+
+const char *const *policy_notes(const struct policy *p, size_t *n)
+{
+    *n = p->nnotes;
+    return (const char *const *)p->notes;
+}
+
+const char *policy_scheme_name(enum policy_scheme s)
+{
+    switch (s) {
+    case POLICY_SCHEME_BEARER:
+        return "bearer";
+    case POLICY_SCHEME_BASIC:
+        return "basic";
+    case POLICY_SCHEME_HEADER:
+        return "header";
+    case POLICY_SCHEME_QUERY:
+        return "query";
+    }
+    return "unknown";
+}
+
+const char *policy_mode_name(enum policy_mode m)
+{
+    return m == POLICY_MODE_CATCHALL ? "catch-all" : "default";
+}
+
+const struct vault *policy_vault(const struct policy *p)
+{
+    return p->v;
+}
+
+const struct policy_wire *policy_wire(const struct policy *p, int rule)
+{
+    if (p == NULL || rule < 0 || (size_t)rule >= p->v->nrules)
+        return NULL;
+    return &p->wire[rule];
+}

@@ -1,0 +1,68 @@
+/*
+ * vault.h - the vault file (SPEC §3) as a validated, immutable struct: JSON in, struct vault
+ * out, or one error line that names the JSON path. Internal to policy/: the rest of the program
+ * sees the vault only through struct policy (policy.h).
+ */
+#ifndef VG_VAULT_H
+#define VG_VAULT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "policy/hostmatch.h"
+#include "policy/policy.h"
+
+struct vault_secret {
+    char *name;
+    char *value; /* secmem: wiped on free; NUL-terminated, never contains NUL */
+    size_t len;
+    bool used; /* some rule names it */
+};
+
+struct vault_rule {
+    char *pattern; /* as written */
+    struct hostmatch *match;
+    size_t secret; /* index into secrets */
+    enum policy_scheme scheme;
+    char *name;     /* header or query parameter name (header, query), else NULL */
+    char *username; /* basic only, else NULL */
+};
+
+struct vault_entry {
+    char *pattern; /* as written */
+    struct hostmatch *match;
+    bool block;
+};
+
+struct vault {
+    char *run_id;   /* "" when the vault has no run.id */
+    char *run_user; /* "" when the vault has no run.user */
+    bool default_block;
+    struct vault_secret *secrets;
+    size_t nsecrets;
+    struct vault_rule *rules;
+    size_t nrules;
+    struct vault_entry *entries; /* host_policy.hosts, in file order */
+    size_t nentries;
+};
+
+/*
+ * Validates len bytes of JSON. Reads env and file secrets; removes env secrets from the
+ * environment (call from the thread that owns the environment). Returns a new vault (free with
+ * vault_free) or NULL with one line in err.
+ */
+struct vault *vault_parse(const char *json, size_t len, char *err, size_t errlen);
+
+/* Reads the file at path (at most VG_VAULT_MAX_BYTES) and parses it. */
+struct vault *vault_load(const char *path, char *err, size_t errlen);
+
+/* Wipes the secrets, frees everything and NULLs *vp. NULL-safe. */
+void vault_free(struct vault **vp);
+
+/* 1 if name is an RFC 9110 token that vault accepts as an injected header name, else 0. */
+int vault_header_name_ok(const char *name, const char **why);
+
+/* Writes s into dst as a double-quoted, printable string, shortened past 64 characters. */
+void vault_quote(char *dst, size_t dstsz, const char *s);
+
+#endif

@@ -1,0 +1,251 @@
+/*
+ * cmd_check.c - `vaultgate check` (validate a vault, print its routing mode and why) and
+ * `vaultgate hosts` (the /etc/hosts lines for default routing), SPEC §2-§3.
+ *
+ * Guarantees: no secret value reaches any output: everything printed comes from the policy's
+ * names, patterns, counts, warnings and error lines, none of which carry secret bytes.
+ */
+#include "proxy/cli.h"
+#include "common/hostname.h"
+#include "policy/policy.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK_ERR_MAX 1024
+
+struct check_opts {
+    const char *vault;
+    const char *proxy_ip;
+    int json;
+};
+
+static void check_help(void)
+{
+    printf("usage: vaultgate check --vault FILE [--json]\n\n"
+           "Validates a vault file (SPEC §3) and prints its routing mode and the first reason,\n"
+           "the rule, host-entry and secret counts, warnings and notes. Secret values are never\n"
+           "printed.\n\n"
+           "  --vault FILE  the vault to check\n"
+           "  --json        print one JSON object instead of text\n\n"
+           "exit status: 0 valid, 2 usage error, 3 vault invalid or unreadable\n");
+}
+
+static void hosts_help(void)
+{
+    printf("usage: vaultgate hosts --vault FILE --proxy-ip IP\n\n"
+           "Prints one /etc/hosts line \"IP NAME\" per designated host of the vault (the exact\n"
+           "DNS names of its rules and host_policy block entries), for default routing. A vault\n"
+           "that needs catch-all routing (a block default, a wildcard or regex rule or block\n"
+           "entry) cannot be expressed in /etc/hosts: the reason goes to stderr, exit status 1.\n\n"
+           "  --vault FILE    the vault\n"
+           "  --proxy-ip IP   the address the sandbox reaches vaultgate at (IPv4 or IPv6)\n\n"
+           "exit status: 0 ok, 1 the vault needs catch-all routing, 2 usage error,\n"
+           "3 vault invalid or unreadable\n");
+}
+
+/* Value of option `name` at argv[*i] ("--name V" or "--name=V"); NULL if argv[*i] is not it. */
+static const char *opt_value(const char *cmd, int argc, char **argv, int *i, const char *name,
+                             int *bad)
+{
+    size_t n = strlen(name);
+
+    if (strncmp(argv[*i], name, n) != 0)
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (argv[*i][n] != '\0')
+        return NULL;
+    if (*i + 1 >= argc) {
+        *bad = cli_usage_error(cmd, "option %s needs a value", name);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+/* Parses the options of check (hosts=0) or hosts (hosts=1). 0, 1 after --help, or EXIT_USAGE. */
+static int parse_opts(const char *cmd, int hosts, int argc, char **argv, struct check_opts *o)
+{
+    int bad = 0;
+    const char *v;
+
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i]))
+            return 1;
+        if ((v = opt_value(cmd, argc, argv, &i, "--vault", &bad)) != NULL)
+            o->vault = v;
+        else if (hosts && (v = opt_value(cmd, argc, argv, &i, "--proxy-ip", &bad)) != NULL)
+            o->proxy_ip = v;
+        else if (!hosts && strcmp(argv[i], "--json") == 0)
+            o->json = 1;
+        else if (bad != 0)
+            return bad;
+        else if (argv[i][0] == '-')
+            return cli_usage_error(cmd, "unknown option '%s'", argv[i]);
+        else
+            return cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
+    }
+    if (o->vault == NULL || o->vault[0] == '\0')
+        return cli_usage_error(cmd, "missing required option --vault FILE");
+    if (hosts && (o->proxy_ip == NULL || o->proxy_ip[0] == '\0'))
+        return cli_usage_error(cmd, "missing required option --proxy-ip IP");
+    return 0;
+}
+
+static void print_text(const char *file, const struct policy *p)
+{
+    const char *reason = NULL, *const * msgs;
+    enum policy_mode mode = policy_mode(p, &reason);
+    size_t n;
+
+    printf("ok: %s\n", file);
+    if (mode == POLICY_MODE_CATCHALL)
+        printf("mode: catch-all (%s)\n", reason);
+    else
+        printf("mode: default\n");
+    printf("rules: %zu\nhost entries: %zu\nsecrets: %zu\n", policy_rule_count(p),
+           policy_host_entry_count(p), policy_secret_count(p));
+    printf("ca: %s\n", mode == POLICY_MODE_CATCHALL ? "unconstrained" : "constrained");
+    msgs = policy_warnings(p, &n);
+    for (size_t i = 0; i < n; i++)
+        printf("warning: %s\n", msgs[i]);
+    msgs = policy_notes(p, &n);
+    for (size_t i = 0; i < n; i++)
+        printf("note: %s\n", msgs[i]);
+}
+
+static cJSON *str_array(const char *const *msgs, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+
+    for (size_t i = 0; a != NULL && i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateString(msgs[i]));
+    return a;
+}
+
+/* The --json object; p is NULL when the vault is invalid (err says why). */
+static int print_json(const char *file, const struct policy *p, const char *err)
+{
+    cJSON *o = cJSON_CreateObject();
+    const char *reason = NULL;
+    enum policy_mode mode = p != NULL ? policy_mode(p, &reason) : POLICY_MODE_DEFAULT;
+    const char *const *w = NULL, *const *nt = NULL;
+    size_t nw = 0, nn = 0;
+    char *text;
+
+    if (o == NULL)
+        return -1;
+    if (p != NULL) {
+        w = policy_warnings(p, &nw);
+        nt = policy_notes(p, &nn);
+    }
+    cJSON_AddStringToObject(o, "file", file);
+    cJSON_AddBoolToObject(o, "valid", p != NULL);
+    cJSON_AddItemToObject(o, "error", p != NULL ? cJSON_CreateNull() : cJSON_CreateString(err));
+    cJSON_AddItemToObject(
+        o, "mode", p != NULL ? cJSON_CreateString(policy_mode_name(mode)) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "mode_reason",
+                          p != NULL ? cJSON_CreateString(reason) : cJSON_CreateNull());
+    cJSON_AddNumberToObject(o, "rules", p != NULL ? (double)policy_rule_count(p) : 0);
+    cJSON_AddNumberToObject(o, "host_entries", p != NULL ? (double)policy_host_entry_count(p) : 0);
+    cJSON_AddNumberToObject(o, "secrets", p != NULL ? (double)policy_secret_count(p) : 0);
+    cJSON_AddItemToObject(o, "warnings", str_array(w, nw));
+    cJSON_AddItemToObject(o, "notes", str_array(nt, nn));
+    cJSON_AddItemToObject(
+        o, "ca",
+        p == NULL
+            ? cJSON_CreateNull()
+            : cJSON_CreateString(mode == POLICY_MODE_CATCHALL ? "unconstrained" : "constrained"));
+    text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (text == NULL)
+        return -1;
+    printf("%s\n", text);
+    free(text);
+    return 0;
+}
+
+int cmd_check(int argc, char **argv)
+{
+    struct check_opts o = {0};
+    char err[CHECK_ERR_MAX] = "";
+    struct policy *p = NULL;
+    int rc = parse_opts("check", 0, argc, argv, &o);
+
+    if (rc == 1) {
+        check_help();
+        return EXIT_OK;
+    }
+    if (rc != 0)
+        return rc;
+    p = policy_load(o.vault, err, sizeof(err));
+    if (o.json) {
+        if (print_json(o.vault, p, err) != 0)
+            fprintf(stderr, "vaultgate check: out of memory\n");
+    } else if (p != NULL) {
+        print_text(o.vault, p);
+    } else {
+        fprintf(stderr, "error: %s: %s\n", o.vault, err);
+    }
+    rc = p != NULL ? EXIT_OK : EXIT_VAULT;
+    policy_unref(&p);
+    return rc;
+}
+
+/* Prints the /etc/hosts lines; IP literals cannot be redirected by name, so they get a note. */
+static void print_hosts(const struct policy *p, const char *ip)
+{
+    size_t n;
+    const struct policy_name *names = policy_names(p, &n);
+
+    for (size_t i = 0; i < n; i++) {
+        if (!names[i].rule && !names[i].block)
+            continue;
+        if (names[i].ip) {
+            fprintf(stderr,
+                    "vaultgate hosts: note: %s is an IP literal; /etc/hosts cannot route it\n",
+                    names[i].name);
+            continue;
+        }
+        printf("%s %s\n", ip, names[i].name);
+    }
+}
+
+int cmd_hosts(int argc, char **argv)
+{
+    struct check_opts o = {0};
+    char err[CHECK_ERR_MAX] = "", ip[HOSTNAME_BUFSZ];
+    struct policy *p = NULL;
+    const char *reason = NULL;
+    int rc = parse_opts("hosts", 1, argc, argv, &o), kind;
+
+    if (rc == 1) {
+        hosts_help();
+        return EXIT_OK;
+    }
+    if (rc != 0)
+        return rc;
+    kind = hostname_normalize(o.proxy_ip, strlen(o.proxy_ip), ip, sizeof(ip));
+    if (kind != HOSTNAME_IPV4 && kind != HOSTNAME_IPV6)
+        return cli_usage_error("hosts", "option --proxy-ip: '%s' is not an IPv4 or IPv6 address",
+                               o.proxy_ip);
+    p = policy_load(o.vault, err, sizeof(err));
+    if (p == NULL) {
+        fprintf(stderr, "error: %s: %s\n", o.vault, err);
+        return EXIT_VAULT;
+    }
+    if (policy_mode(p, &reason) == POLICY_MODE_CATCHALL) {
+        fprintf(stderr,
+                "vaultgate hosts: the vault needs catch-all routing (%s); /etc/hosts cannot "
+                "express that: use `vaultgate nft`\n",
+                reason);
+        rc = EXIT_RUNTIME;
+    } else {
+        print_hosts(p, ip);
+        rc = EXIT_OK;
+    }
+    policy_unref(&p);
+    return rc;
+}

@@ -1,0 +1,808 @@
+/*
+ * cmd_run.c - `vaultgate run`: parse the options, set up every enforcement piece in order,
+ * start the workers, then own the signals (SPEC §2, §8).
+ *
+ * Guarantees: fail closed - the vault (exit 3), the CA, the listeners, the admin API and the
+ * audit store (exit 4) all exist before the first worker accepts a connection; a command-line
+ * error prints one line naming the option and exits 2. The process is not dumpable and writes
+ * no core. SIGTERM/SIGINT stop accepting, let requests in flight finish for at most
+ * VG_STOP_GRACE_SECONDS, flush the audit store and exit 0; SIGHUP reloads the vault.
+ */
+#include "audit/audit.h"
+#include "audit/log.h"
+#include "ca/ca.h"
+#include "ca/certcache.h"
+#include "common/caps.h"
+#include "common/timefmt.h"
+#include "policy/policy.h"
+#include "proxy/admin.h"
+#include "proxy/cli.h"
+#include "proxy/listen.h"
+#include "proxy/metrics.h"
+#include "proxy/upstream.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
+
+#define RUN_CMD          "run"
+#define RUN_MAX_REPEAT   64 /* values of one repeatable option */
+#define RUN_MAX_WARNINGS 64
+#define RUN_PATH_MAX     4096
+
+struct run_list {
+    const char *v[RUN_MAX_REPEAT];
+    size_t n;
+};
+
+struct run_opts {
+    const char *vault;
+    struct run_list https, http, proxy, resolve, dns, allow_private;
+    const char *admin;
+    const char *ca_out;
+    const char *state_dir;
+    bool admin_allow_remote;
+    const char *audit;
+    enum audit_source audit_source;
+    const char *upstream_ca;
+    const char *upstream_proxy;
+    int threads;
+    const char *user;
+    double vault_wait;
+    enum log_level log_level;
+    bool http_none;
+};
+
+/* Everything the admin thread reads (status, ready, metrics extras). */
+struct run_state {
+    struct listen_shared sh;
+    struct run_opts *o;
+    char mode_reason[256]; /* copies: the start-up snapshot goes away on reload */
+    char run_id[VG_RUN_ID_MAX + 1];
+    char ca_sha256[65];
+    char started_at[TIMEFMT_BUFSZ];
+    char audit_url[RUN_PATH_MAX];
+    _Atomic int serving;
+    pthread_mutex_t warn_lock;
+    char *reload_warnings[RUN_MAX_WARNINGS];
+    size_t nreload_warnings;
+    char *static_warnings[RUN_MAX_WARNINGS];
+    size_t nstatic_warnings;
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: vaultgate run --vault FILE [options]\n\n"
+            "Runs the gateway in the foreground. SIGTERM/SIGINT stop it, SIGHUP reloads the "
+            "vault.\n\n"
+            "  --listen-https ADDR    TLS listener, host:port or [v6]:port (127.0.0.1:8443); "
+            "repeatable\n"
+            "  --listen-http ADDR     plain HTTP listener (127.0.0.1:8080), `none` disables; "
+            "repeatable\n"
+            "  --listen-proxy ADDR    explicit proxy listener (none); repeatable\n"
+            "  --admin ADDR           admin API (127.0.0.1:9090), or unix:/path\n"
+            "  --admin-allow-remote   allow a non-loopback --admin address\n"
+            "  --ca-out FILE          where the CA certificate goes (<state-dir>/ca.pem)\n"
+            "  --state-dir DIR        state directory, created 0700 (./var)\n"
+            "  --audit URL            sqlite:PATH, postgresql://..., or off "
+            "(sqlite:<state-dir>/audit.db)\n"
+            "  --audit-source NAME    proxy or local-egress (proxy)\n"
+            "  --resolve HOST:PORT:ADDR  pin a name to an address; repeatable\n"
+            "  --dns-server ADDR      resolver IP or IP:PORT; repeatable\n"
+            "  --upstream-ca FILE     trust anchors for upstream verification (system store)\n"
+            "  --upstream-proxy URL   HTTP CONNECT proxy for upstream connections\n"
+            "  --allow-private CIDR   destinations exempt from the private-address rule; "
+            "repeatable\n"
+            "  --threads N            worker threads (number of CPUs)\n"
+            "  --user NAME            drop to this user after binding\n"
+            "  --vault-wait SECONDS   retry an unreadable vault this long (0)\n"
+            "  --log-level LEVEL      error, warn, info, debug (info)\n");
+}
+
+/* ---- option parsing --------------------------------------------------------------------- */
+
+static int list_add(struct run_list *l, const char *opt, const char *v)
+{
+    if (l->n >= RUN_MAX_REPEAT)
+        return cli_usage_error(RUN_CMD, "%s: more than %d values", opt, RUN_MAX_REPEAT);
+    l->v[l->n++] = v;
+    return 0;
+}
+
+static int set_once(const char **slot, const char *opt, const char *v)
+{
+    if (*slot != NULL)
+        return cli_usage_error(RUN_CMD, "%s given more than once", opt);
+    if (v[0] == '\0')
+        return cli_usage_error(RUN_CMD, "%s: empty value", opt);
+    *slot = v;
+    return 0;
+}
+
+static int parse_number(const char *opt, const char *v, double lo, double hi, double *out)
+{
+    char *end = NULL;
+    double d;
+
+    errno = 0;
+    d = strtod(v, &end);
+    if (v[0] == '\0' || *end != '\0' || errno != 0 || !(d >= lo && d <= hi))
+        return cli_usage_error(RUN_CMD, "%s: expected a number from %g to %g, got '%s'", opt,
+                               lo, hi, v);
+    *out = d;
+    return 0;
+}
+
+/* Applies one option with its value (NULL for flags). 0 or EXIT_USAGE. */
+static int apply_opt(struct run_opts *o, const char *name, const char *v, bool *seen_threads,
+                     bool *seen_wait, bool *seen_level, bool *seen_source)
+{
+    double d;
+
+    if (strcmp(name, "--vault") == 0)
+        return set_once(&o->vault, name, v);
+    if (strcmp(name, "--listen-https") == 0)
+        return list_add(&o->https, name, v);
+    if (strcmp(name, "--listen-http") == 0) {
+        if (strcmp(v, "none") == 0) {
+            o->http_none = true;
+            return 0;
+        }
+        return list_add(&o->http, name, v);
+    }
+    if (strcmp(name, "--listen-proxy") == 0)
+        return strcmp(v, "none") == 0 ? 0 : list_add(&o->proxy, name, v);
+    if (strcmp(name, "--admin") == 0)
+        return set_once(&o->admin, name, v);
+    if (strcmp(name, "--ca-out") == 0)
+        return set_once(&o->ca_out, name, v);
+    if (strcmp(name, "--state-dir") == 0)
+        return set_once(&o->state_dir, name, v);
+    if (strcmp(name, "--audit") == 0)
+        return set_once(&o->audit, name, v);
+    if (strcmp(name, "--audit-source") == 0) {
+        if (*seen_source)
+            return cli_usage_error(RUN_CMD, "%s given more than once", name);
+        *seen_source = true;
+        if (strcmp(v, "proxy") == 0)
+            o->audit_source = AUDIT_SOURCE_PROXY;
+        else if (strcmp(v, "local-egress") == 0)
+            o->audit_source = AUDIT_SOURCE_LOCAL_EGRESS;
+        else
+            return cli_usage_error(RUN_CMD, "%s: expected proxy or local-egress, got '%s'",
+                                   name, v);
+        return 0;
+    }
+    if (strcmp(name, "--resolve") == 0)
+        return list_add(&o->resolve, name, v);
+    if (strcmp(name, "--dns-server") == 0)
+        return list_add(&o->dns, name, v);
+    if (strcmp(name, "--allow-private") == 0)
+        return list_add(&o->allow_private, name, v);
+    if (strcmp(name, "--upstream-ca") == 0)
+        return set_once(&o->upstream_ca, name, v);
+    if (strcmp(name, "--upstream-proxy") == 0)
+        return set_once(&o->upstream_proxy, name, v);
+    if (strcmp(name, "--user") == 0)
+        return set_once(&o->user, name, v);
+    if (strcmp(name, "--threads") == 0) {
+        if (*seen_threads)
+            return cli_usage_error(RUN_CMD, "%s given more than once", name);
+        *seen_threads = true;
+        if (parse_number(name, v, 1, VG_WORKERS_MAX, &d) != 0)
+            return EXIT_USAGE;
+        if (d != (double)(int)d)
+            return cli_usage_error(RUN_CMD, "%s: expected an integer, got '%s'", name, v);
+        o->threads = (int)d;
+        return 0;
+    }
+    if (strcmp(name, "--vault-wait") == 0) {
+        if (*seen_wait)
+            return cli_usage_error(RUN_CMD, "%s given more than once", name);
+        *seen_wait = true;
+        return parse_number(name, v, 0, 86400, &o->vault_wait);
+    }
+    if (strcmp(name, "--log-level") == 0) {
+        if (*seen_level)
+            return cli_usage_error(RUN_CMD, "%s given more than once", name);
+        *seen_level = true;
+        if (log_parse_level(v, &o->log_level) < 0)
+            return cli_usage_error(RUN_CMD, "%s: expected error, warn, info or debug, got '%s'",
+                                   name, v);
+        return 0;
+    }
+    return cli_usage_error(RUN_CMD, "unknown option '%s'", name);
+}
+
+static int parse_args(int argc, char **argv, struct run_opts *o)
+{
+    static const char *const with_value[] = {
+        "--vault",     "--listen-https", "--listen-http",   "--listen-proxy", "--admin",
+        "--ca-out",    "--state-dir",    "--audit",         "--audit-source", "--resolve",
+        "--dns-server", "--upstream-ca", "--upstream-proxy", "--allow-private", "--threads",
+        "--user",      "--vault-wait",   "--log-level",
+    };
+    bool seen_threads = false, seen_wait = false, seen_level = false, seen_source = false;
+
+    for (int i = 1; i < argc; i++) {
+        char name[64];
+        const char *a = argv[i], *eq, *v = NULL;
+        bool takes = false;
+        int rc;
+
+        if (strncmp(a, "--", 2) != 0)
+            return cli_usage_error(RUN_CMD, "unexpected argument '%s'", a);
+        eq = strchr(a, '=');
+        snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
+        if (strcmp(name, "--admin-allow-remote") == 0) {
+            if (eq != NULL)
+                return cli_usage_error(RUN_CMD, "%s takes no value", name);
+            o->admin_allow_remote = true;
+            continue;
+        }
+        for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
+            takes = takes || strcmp(name, with_value[k]) == 0;
+        if (!takes)
+            return cli_usage_error(RUN_CMD, "unknown option '%s'", name);
+        if (eq != NULL)
+            v = eq + 1;
+        else if (i + 1 < argc)
+            v = argv[++i];
+        else
+            return cli_usage_error(RUN_CMD, "%s needs a value", name);
+        rc = apply_opt(o, name, v, &seen_threads, &seen_wait, &seen_level, &seen_source);
+        if (rc != 0)
+            return rc;
+    }
+    if (o->vault == NULL)
+        return cli_usage_error(RUN_CMD, "--vault is required");
+    return 0;
+}
+
+/* Checks that need the whole option set; fills the defaults. 0 or EXIT_USAGE. */
+static int check_opts(struct run_opts *o, struct listen_shared *sh,
+                      struct upstream_config *uc, char *buf, size_t buflen)
+{
+    char err[512];
+    size_t n = 0;
+
+    if (o->state_dir == NULL)
+        o->state_dir = "./var";
+    if (o->admin == NULL)
+        o->admin = "127.0.0.1:9090";
+    if (admin_addr_check(o->admin, o->admin_allow_remote, err, sizeof(err)) < 0)
+        return cli_usage_error(RUN_CMD, "--admin: %s", err);
+    if (o->audit != NULL && strcmp(o->audit, "off") != 0 && strncmp(o->audit, "sqlite:", 7) &&
+        strncmp(o->audit, "postgresql://", 13) && strncmp(o->audit, "postgres://", 11))
+        return cli_usage_error(RUN_CMD, "--audit: expected sqlite:PATH, postgresql://... or off");
+    if (o->audit != NULL && strcmp(o->audit, "sqlite:") == 0)
+        return cli_usage_error(RUN_CMD, "--audit: sqlite: needs a path");
+    if (o->http_none && o->http.n > 0)
+        return cli_usage_error(RUN_CMD, "--listen-http: `none` together with addresses");
+    if (o->https.n == 0)
+        o->https.v[o->https.n++] = "127.0.0.1:8443";
+    if (!o->http_none && o->http.n == 0)
+        o->http.v[o->http.n++] = "127.0.0.1:8080";
+    if (o->upstream_ca != NULL && access(o->upstream_ca, R_OK) != 0)
+        return cli_usage_error(RUN_CMD, "--upstream-ca: cannot read '%s': %s", o->upstream_ca,
+                               strerror(errno));
+    if (o->user != NULL && getpwnam(o->user) == NULL)
+        return cli_usage_error(RUN_CMD, "--user: no such user '%s'", o->user);
+    if (o->threads == 0) {
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+
+        o->threads = nc < 1 ? 1 : (nc > VG_WORKERS_MAX ? VG_WORKERS_MAX : (int)nc);
+    }
+    uc->pins = o->resolve.v;
+    uc->npins = o->resolve.n;
+    uc->dns_servers = o->dns.v;
+    uc->ndns = o->dns.n;
+    uc->allow_private = o->allow_private.v;
+    uc->nallow = o->allow_private.n;
+    uc->ca_file = o->upstream_ca;
+    uc->upstream_proxy = o->upstream_proxy;
+    uc->connect_timeout = 10;
+    uc->tls_timeout = 10;
+    uc->pool_idle_timeout = 60;
+    uc->pool_max_per_key = 256; /* >= the concurrency one host sees, or the pool churns */
+    if (upstream_config_check(uc, err, sizeof(err)) < 0)
+        return cli_usage_error(RUN_CMD, "%s", err);
+    /* only the TLS listeners are served by this build; the others are validated all the same */
+    sh->addrs = calloc(o->https.n + o->http.n + o->proxy.n, sizeof(sh->addrs[0]));
+    if (sh->addrs == NULL)
+        return cli_usage_error(RUN_CMD, "out of memory");
+    for (size_t i = 0; i < o->https.n; i++) {
+        if (listen_parse_addr(o->https.v[i], LISTEN_HTTPS, &sh->addrs[n++], err, sizeof(err)))
+            return cli_usage_error(RUN_CMD, "--listen-https: %s", err);
+    }
+    for (size_t i = 0; i < o->http.n + o->proxy.n; i++) {
+        struct listen_addr tmp;
+        bool http = i < o->http.n;
+        const char *v = http ? o->http.v[i] : o->proxy.v[i - o->http.n];
+
+        if (listen_parse_addr(v, http ? LISTEN_HTTP : LISTEN_PROXY, &tmp, err, sizeof(err)))
+            return cli_usage_error(RUN_CMD, "%s: %s", http ? "--listen-http" : "--listen-proxy",
+                                   err);
+    }
+    if (n > VG_LISTENERS_MAX)
+        return cli_usage_error(RUN_CMD, "more than %d listeners", VG_LISTENERS_MAX);
+    sh->naddrs = n;
+    (void)buf;
+    (void)buflen;
+    return 0;
+}
+
+/* ---- status for the admin API ----------------------------------------------------------- */
+
+static void add_strings(cJSON *arr, const char *const *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cJSON_AddItemToArray(arr, cJSON_CreateString(v[i]));
+}
+
+static void run_status(void *arg, cJSON *obj)
+{
+    struct run_state *rs = arg;
+    struct policy *p = listen_policy_ref(&rs->sh);
+    struct audit_status as = {0};
+    cJSON *run, *arr, *au;
+    const char *const *v;
+    size_t n;
+
+    cJSON_AddStringToObject(obj, "version", VAULTGATE_VERSION);
+    run = cJSON_AddObjectToObject(obj, "run");
+    if (run != NULL) {
+        cJSON_AddStringToObject(run, "id", policy_run_id(p));
+        cJSON_AddStringToObject(run, "user", policy_run_user(p));
+    }
+    cJSON_AddStringToObject(obj, "mode", policy_mode_name(rs->sh.mode));
+    cJSON_AddStringToObject(obj, "mode_reason", rs->mode_reason);
+    cJSON_AddNumberToObject(obj, "rules", (double)policy_rule_count(p));
+    cJSON_AddNumberToObject(obj, "host_entries", (double)policy_host_entry_count(p));
+    arr = cJSON_AddArrayToObject(obj, "listeners");
+    for (size_t i = 0; arr != NULL && i < rs->sh.naddrs; i++)
+        cJSON_AddItemToArray(arr, cJSON_CreateString(rs->sh.addrs[i].label));
+    au = cJSON_AddObjectToObject(obj, "audit");
+    if (au != NULL) {
+        if (rs->sh.audit != NULL)
+            audit_status(rs->sh.audit, &as);
+        else
+            snprintf(as.store, sizeof(as.store), "%s", "(starting)");
+        cJSON_AddStringToObject(au, "store", as.store);
+        cJSON_AddBoolToObject(au, "healthy", as.healthy || (rs->sh.audit != NULL && !as.enabled));
+        cJSON_AddNumberToObject(au, "pending", (double)as.pending);
+    }
+    arr = cJSON_AddArrayToObject(obj, "warnings");
+    if (arr != NULL) {
+        v = policy_warnings(p, &n);
+        add_strings(arr, v, n);
+        pthread_mutex_lock(&rs->warn_lock);
+        add_strings(arr, (const char *const *)rs->static_warnings, rs->nstatic_warnings);
+        add_strings(arr, (const char *const *)rs->reload_warnings, rs->nreload_warnings);
+        pthread_mutex_unlock(&rs->warn_lock);
+    }
+    arr = cJSON_AddArrayToObject(obj, "notes");
+    if (arr != NULL) {
+        v = policy_notes(p, &n);
+        add_strings(arr, v, n);
+    }
+    cJSON_AddStringToObject(obj, "ca_sha256", rs->ca_sha256);
+    cJSON_AddStringToObject(obj, "started_at", rs->started_at);
+    policy_unref(&p);
+}
+
+static int run_ready(void *arg)
+{
+    struct run_state *rs = arg;
+    struct audit_status as = {0};
+
+    if (!atomic_load(&rs->serving) || rs->sh.audit == NULL)
+        return 0;
+    audit_status(rs->sh.audit, &as);
+    return !as.enabled || as.healthy;
+}
+
+static void run_metrics_extra(void *arg, void *extra)
+{
+    struct run_state *rs = arg;
+    struct metrics_extra *me = extra;
+    struct certcache_stats st;
+
+    certcache_stats(rs->sh.certs, &st);
+    me->cert_cache_hits = st.hits;
+    me->cert_cache_misses = st.misses;
+}
+
+static void warn_add(struct run_state *rs, bool reload, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void warn_add(struct run_state *rs, bool reload, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    char **arr = reload ? rs->reload_warnings : rs->static_warnings;
+    size_t *n = reload ? &rs->nreload_warnings : &rs->nstatic_warnings;
+
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&rs->warn_lock);
+    if (*n < RUN_MAX_WARNINGS) {
+        arr[*n] = strdup(buf);
+        if (arr[*n] != NULL)
+            (*n)++;
+    }
+    pthread_mutex_unlock(&rs->warn_lock);
+}
+
+static void warn_clear_reload(struct run_state *rs)
+{
+    pthread_mutex_lock(&rs->warn_lock);
+    for (size_t i = 0; i < rs->nreload_warnings; i++)
+        free(rs->reload_warnings[i]);
+    rs->nreload_warnings = 0;
+    pthread_mutex_unlock(&rs->warn_lock);
+}
+
+/* ---- start-up steps --------------------------------------------------------------------- */
+
+static void harden(void)
+{
+    struct rlimit rl = {0, 0};
+
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    setrlimit(RLIMIT_CORE, &rl);
+    /* two descriptors per proxied connection: take every descriptor the hard limit allows */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+/* Loads the vault, retrying for up to wait seconds. NULL + err. */
+static struct policy *load_vault(const char *path, double wait, char *err, size_t errlen)
+{
+    struct timespec t0, now;
+    struct policy *p;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        struct timespec nap = {0, 200 * 1000 * 1000};
+
+        p = policy_load(path, err, errlen);
+        if (p != NULL || wait <= 0)
+            return p;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9 >= wait)
+            return NULL;
+        nanosleep(&nap, NULL);
+    }
+}
+
+static int make_state_dir(const char *dir, const struct passwd *pw, char *err, size_t errlen)
+{
+    struct stat st;
+
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "state directory %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "state directory %s: not a directory", dir);
+        return -1;
+    }
+    if (pw != NULL && chown(dir, pw->pw_uid, pw->pw_gid) != 0) {
+        snprintf(err, errlen, "state directory %s: chown: %s", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The CA: constrained to the vault's exact names in default routing. */
+static struct ca *make_ca(struct policy *p, enum policy_mode mode, char *err, size_t errlen)
+{
+    const struct policy_name *names;
+    struct ca_names cn = {0};
+    const char **dns = NULL, **ip = NULL;
+    struct ca *ca = NULL;
+    size_t n;
+
+    names = policy_names(p, &n);
+    cn.constrained = mode == POLICY_MODE_DEFAULT;
+    if (cn.constrained) {
+        dns = calloc(n + 1, sizeof(*dns));
+        ip = calloc(n + 1, sizeof(*ip));
+        if (dns == NULL || ip == NULL) {
+            snprintf(err, errlen, "out of memory");
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (names[i].ip)
+                ip[cn.nip++] = names[i].name;
+            else
+                dns[cn.ndns++] = names[i].name;
+        }
+        cn.dns = dns;
+        cn.ip = ip;
+    }
+    ca = ca_new(policy_run_id(p), &cn, err, errlen);
+out:
+    free(dns);
+    free(ip);
+    return ca;
+}
+
+static int drop_privileges(const struct passwd *pw, char *err, size_t errlen)
+{
+    if (setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0) {
+        snprintf(err, errlen, "--user %s: cannot drop privileges: %s", pw->pw_name,
+                 strerror(errno));
+        return -1;
+    }
+    if (setuid(0) == 0 && pw->pw_uid != 0) {
+        snprintf(err, errlen, "--user %s: privileges could be regained", pw->pw_name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Pre-creates the SQLite file owned by the run user, so the store is theirs after the drop. */
+static void own_sqlite(const char *url, const struct passwd *pw)
+{
+    const char *path = url + 7;
+    int fd;
+
+    if (pw == NULL || strncmp(url, "sqlite:", 7) != 0)
+        return;
+    fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        if (fchown(fd, pw->pw_uid, pw->pw_gid) != 0)
+            log_eventf(LOG_WARN, "start", "chown", "cannot give the audit store to --user");
+        close(fd);
+    }
+}
+
+/* ---- reload ----------------------------------------------------------------------------- */
+
+static void run_reload(struct run_state *rs)
+{
+    char err[512];
+    struct policy *p = policy_load(rs->o->vault, err, sizeof(err));
+    const struct policy_name *names;
+    const char *reason = NULL;
+    size_t n;
+    int outside = 0;
+
+    warn_clear_reload(rs);
+    if (p == NULL) {
+        warn_add(rs, true, "vault reload failed, the previous policy stays: %s", err);
+        log_eventf(LOG_WARN, "reload", "vault_invalid", "%s", err);
+        return;
+    }
+    if (policy_mode(p, &reason) != rs->sh.mode)
+        warn_add(rs, true, "relaunch required: the vault needs %s routing (%s)",
+                 policy_mode_name(policy_mode(p, NULL)), reason != NULL ? reason : "");
+    names = policy_names(p, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (ca_constrained(rs->sh.ca) && !ca_permits(rs->sh.ca, names[i].name)) {
+            if (outside++ == 0)
+                warn_add(rs, true,
+                         "relaunch required: %s is outside the CA's name constraints",
+                         names[i].name);
+        }
+    }
+    listen_policy_swap(&rs->sh, p);
+    log_eventf(LOG_INFO, "reload", "vault_loaded", "rules=%zu host_entries=%zu",
+               policy_rule_count(p), policy_host_entry_count(p));
+}
+
+/* ---- main ------------------------------------------------------------------------------- */
+
+static void log_start(struct run_state *rs)
+{
+    char fp[65 + 64];
+    size_t k = 0;
+
+    for (size_t i = 0; i < 64 && k + 3 < sizeof(fp); i += 2) {
+        fp[k++] = rs->ca_sha256[i];
+        fp[k++] = rs->ca_sha256[i + 1];
+        fp[k++] = i + 2 < 64 ? ':' : '\0';
+    }
+    fp[sizeof(fp) - 1] = '\0';
+    for (size_t i = 0; i < rs->sh.naddrs; i++) {
+        struct log_fields f = LOG_FIELDS_INIT;
+
+        f.listener = rs->sh.addrs[i].label;
+        log_event(LOG_INFO, "listen", &f);
+    }
+    /* the fingerprint in colon form: the redactor masks long runs of token characters */
+    log_eventf(LOG_INFO, "start", "serving", "mode=%s workers=%d ca_sha256=%s",
+               policy_mode_name(rs->sh.mode), rs->sh.nworkers, fp);
+}
+
+static int wait_signals(struct run_state *rs, const sigset_t *set)
+{
+    for (;;) {
+        int sig = sigwaitinfo(set, NULL);
+
+        if (sig < 0) {
+            if (errno == EINTR)
+                continue;
+            return EXIT_RUNTIME;
+        }
+        if (sig == SIGHUP) {
+            run_reload(rs);
+            continue;
+        }
+        log_eventf(LOG_INFO, "stop", "signal", "%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        return EXIT_OK;
+    }
+}
+
+int cmd_run(int argc, char **argv)
+{
+    static struct run_opts o;
+    static struct run_state rs;
+    struct upstream_config uc = {0};
+    struct admin_ops ops = {0};
+    struct listen_worker *ws = NULL;
+    struct admin *admin = NULL;
+    struct passwd pwbuf, *pw = NULL;
+    char err[1024], path[RUN_PATH_MAX], pwstr[1024];
+    char *pem = NULL;
+    size_t pemlen = 0;
+    sigset_t set;
+    int rc;
+
+    if (argc > 1 && cli_is_help(argv[1])) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    memset(&o, 0, sizeof(o));
+    memset(&rs, 0, sizeof(rs));
+    o.log_level = LOG_INFO;
+    rc = parse_args(argc, argv, &o);
+    if (rc == 0)
+        rc = check_opts(&o, &rs.sh, &uc, err, sizeof(err));
+    if (rc != 0)
+        return rc;
+    log_set_level(o.log_level);
+    rs.o = &o;
+    pthread_mutex_init(&rs.sh.policy_lock, NULL);
+    pthread_mutex_init(&rs.warn_lock, NULL);
+    rs.sh.nworkers = o.threads;
+    rs.sh.upcfg = &uc;
+
+    /* every thread started from here inherits the mask; only the main thread takes signals */
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    harden();
+
+    if (o.user != NULL && getpwnam_r(o.user, &pwbuf, pwstr, sizeof(pwstr), &pw) != 0)
+        pw = NULL;
+    rs.sh.policy = load_vault(o.vault, o.vault_wait, err, sizeof(err));
+    if (rs.sh.policy == NULL) {
+        fprintf(stderr, "vaultgate run: %s\n", err);
+        return EXIT_VAULT;
+    }
+    {
+        const char *reason = NULL;
+
+        rs.sh.mode = policy_mode(rs.sh.policy, &reason);
+        snprintf(rs.mode_reason, sizeof(rs.mode_reason), "%s", reason != NULL ? reason : "");
+        snprintf(rs.run_id, sizeof(rs.run_id), "%s", policy_run_id(rs.sh.policy));
+    }
+    rc = EXIT_ENFORCE;
+    if (make_state_dir(o.state_dir, pw, err, sizeof(err)) < 0)
+        goto fail;
+    rs.sh.ca = make_ca(rs.sh.policy, rs.sh.mode, err, sizeof(err));
+    if (rs.sh.ca == NULL)
+        goto fail;
+    ca_root_sha256(rs.sh.ca, rs.ca_sha256);
+    if (o.ca_out == NULL) {
+        snprintf(path, sizeof(path), "%s/ca.pem", o.state_dir);
+        o.ca_out = strdup(path);
+    }
+    if (o.ca_out == NULL || ca_write_root(rs.sh.ca, o.ca_out, err, sizeof(err)) < 0 ||
+        ca_root_pem(rs.sh.ca, &pem, &pemlen) < 0)
+        goto fail;
+    rs.sh.certs = certcache_new(rs.sh.ca, VG_CERTCACHE_MIN);
+    if (rs.sh.certs == NULL || metrics_init(o.threads) < 0) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto fail;
+    }
+    if (RAND_bytes(rs.sh.ticket_keys, sizeof(rs.sh.ticket_keys)) != 1) {
+        snprintf(err, sizeof(err), "no randomness for session ticket keys");
+        goto fail;
+    }
+    if (listen_bind_all(&rs.sh, err, sizeof(err)) < 0)
+        goto fail;
+    for (size_t i = 0; i < rs.sh.naddrs; i++) {
+        if (upstream_add_own_address((const struct sockaddr *)&rs.sh.addrs[i].ss) < 0) {
+            snprintf(err, sizeof(err), "listener %s: cannot register own address",
+                     rs.sh.addrs[i].label);
+            goto fail;
+        }
+    }
+    if (o.audit == NULL) {
+        snprintf(rs.audit_url, sizeof(rs.audit_url), "sqlite:%s/audit.db", o.state_dir);
+    } else {
+        snprintf(rs.audit_url, sizeof(rs.audit_url), "%s", o.audit);
+    }
+    if (strcmp(rs.audit_url, "off") == 0)
+        warn_add(&rs, false, "audit is off: refusals are not recorded");
+    if (o.http.n > 0)
+        warn_add(&rs, false, "plain-HTTP listeners are not served by this build: --listen-http "
+                             "%s ignored",
+                 o.http.v[0]);
+    if (o.proxy.n > 0)
+        warn_add(&rs, false, "explicit-proxy listeners are not served by this build: "
+                             "--listen-proxy %s ignored",
+                 o.proxy.v[0]);
+    ops.status = run_status;
+    ops.ready = run_ready;
+    ops.metrics_extra = run_metrics_extra;
+    ops.arg = &rs;
+    ops.ca_pem = pem;
+    ops.ca_pem_len = pemlen;
+    ops.audit_url = rs.audit_url;
+    ops.run_id = rs.run_id;
+    admin = admin_start(o.admin, &ops, err, sizeof(err));
+    if (admin == NULL)
+        goto fail;
+    own_sqlite(rs.audit_url, pw);
+    if (pw != NULL && drop_privileges(pw, err, sizeof(err)) < 0)
+        goto fail;
+    rs.sh.audit = audit_open(rs.audit_url, o.audit_source, policy_run_user(rs.sh.policy),
+                             policy_run_id(rs.sh.policy), o.threads, err, sizeof(err));
+    if (rs.sh.audit == NULL || audit_start(rs.sh.audit, err, sizeof(err)) < 0)
+        goto fail;
+    timefmt_iso8601(timefmt_now_ms(), rs.started_at, sizeof(rs.started_at));
+    ws = listen_workers_start(&rs.sh, err, sizeof(err));
+    if (ws == NULL)
+        goto fail;
+    atomic_store(&rs.serving, 1);
+    log_start(&rs);
+
+    rc = wait_signals(&rs, &set);
+
+    atomic_store(&rs.serving, 0);
+    listen_workers_stop(&ws, o.threads, VG_STOP_GRACE_SECONDS);
+    goto out;
+fail:
+    fprintf(stderr, "vaultgate run: %s\n", err);
+out:
+    admin_stop(&admin);
+    audit_close(&rs.sh.audit);
+    listen_close_fds(&rs.sh);
+    certcache_free(&rs.sh.certs);
+    ca_free(&rs.sh.ca);
+    policy_unref(&rs.sh.policy);
+    if (rc != EXIT_VAULT)
+        metrics_shutdown();
+    free(pem);
+    warn_clear_reload(&rs);
+    for (size_t i = 0; i < rs.nstatic_warnings; i++)
+        free(rs.static_warnings[i]);
+    if (rc == EXIT_OK)
+        log_eventf(LOG_INFO, "stop", "stopped", "clean stop");
+    return rc;
+}

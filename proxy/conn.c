@@ -1,0 +1,1409 @@
+/*
+ * conn.c - one client connection of a TLS listener, from accept to close.
+ *
+ * Guarantees:
+ * - Requests are handled one at a time: the parser pauses at each head, the head is checked
+ *   (Host vs SNI, target form, method), decided against the policy snapshot taken for that
+ *   request, rewritten (hop-by-hop fields stripped, then the rule's secret injected) and
+ *   serialised anew; the client's own head and chunk lines are never forwarded.
+ * - A secret only goes into a head bound for upstream_get(sni host, 443, tls) of a rule that
+ *   matched that host.
+ * - A response is written only to the connection whose request it answers, and only after
+ *   that request's head was sent; pipelined requests wait until the response before them ends.
+ * - Bodies stream both ways re-framed, without buffering whole messages; each side's output is
+ *   capped (VG_CONN_OUT_CAP): past it, reading from the other side stops until it drains.
+ * - conn_close() is the only teardown; a close requested inside a callback frees the struct
+ *   when the outermost callback returns.
+ * - Logs carry host, decision, rule, secret name, status, sizes and times: never a path, query,
+ *   header value, body or secret.
+ */
+#include "proxy/conn.h"
+#include "audit/audit.h"
+#include "audit/log.h"
+#include "ca/ca.h"
+#include "ca/certcache.h"
+#include "common/caps.h"
+#include "common/hostname.h"
+#include "policy/inject.h"
+#include "proxy/http1.h"
+#include "proxy/mask.h"
+#include "proxy/metrics.h"
+#include "proxy/upstream.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/netfilter_ipv4.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <openssl/err.h>
+
+/* Timeouts of SPEC §4, in seconds. */
+#define CONN_T_HANDSHAKE  10
+#define CONN_T_HEAD       30
+#define CONN_T_IDLE       75
+#define CONN_T_UP_HEAD    600
+#define CONN_T_BODY_IDLE  300
+#define CONN_T_UP_GET     40 /* safety net above upstream.c's connect + TLS timeouts */
+#define CONN_T_FLUSH      10
+#define CONN_T_LINGER     2
+#define CONN_UPSTREAM_PORT 443
+
+/* The one name vaultgate answers itself (SPEC §9, `vaultgate probe`). */
+#define CONN_PROBE_HOST "probe.vaultgate.invalid"
+
+enum conn_state {
+    CONN_S_TLS_ACCEPT = 0, /* TLS handshake in progress */
+    CONN_S_REQ_HEAD,       /* waiting for (or reading) a request head */
+    CONN_S_UP_CONNECT,     /* head accepted; waiting for upstream_get */
+    CONN_S_RELAY,          /* request and response streaming */
+    CONN_S_FLUSH_CLOSE,    /* final response being written; close when flushed */
+    CONN_S_LINGER,         /* close_notify + FIN sent; discarding input until EOF or timeout */
+    CONN_S_CLOSED,
+};
+
+static const char *const state_names[] = {
+    "tls_accept", "req_head", "up_connect", "relay", "flush_close", "linger", "closed",
+};
+
+struct conn_end {
+    struct bufferevent *bev;
+    struct http1_parser *parser;
+    bool paused; /* reading stopped because the other side's output is over its cap */
+};
+
+struct conn {
+    struct conn_end client, upstream;
+    enum conn_state state;
+    struct listen_worker *w;
+    const struct listen_addr *la;
+    struct conn *prev, *next;
+    uint64_t id;
+    struct event *timer;
+    int depth;          /* callback nesting; the struct is freed at depth 0 */
+    bool free_pending;  /* conn_close() ran inside a callback */
+    bool handshake_done;
+    bool draining;      /* stop requested: close after the current response */
+    bool idle;          /* REQ_HEAD with no byte of the next request yet */
+    bool parse_stop;    /* a parser callback asked the feed loop to stop */
+    char host[HOSTNAME_BUFSZ]; /* normalised SNI */
+    char client_addr[64];
+    struct policy *policy; /* snapshot of the current request (or of the handshake) */
+
+    /* current request */
+    struct upstream_req *upreq;
+    struct http1_msg *req;  /* owned by client.parser, valid until it is reset */
+    struct http1_msg *resp; /* owned by upstream.parser */
+    enum metrics_decision mdec;
+    int rule;
+    int status;
+    bool head_ready;     /* on_head seen, not yet handled */
+    bool req_done;       /* whole request body sent upstream */
+    bool req_keep_alive;
+    bool resp_started;   /* response head written to the client */
+    bool resp_done;
+    bool resp_chunked;   /* re-framing the response body as chunked for the client */
+    bool resp_close;     /* the client connection closes after this response */
+    bool route_tunnel;
+    bool retried;        /* the request was sent again after a pooled connection died */
+    int64_t bytes_in, bytes_out;
+    uint64_t resp_bytes; /* bytes read from the upstream for this request */
+    /* reflection masking of a response to a request that carried a secret (SPEC §4) */
+    struct mask *mask;
+    struct mask_decoder *dec;
+    struct evbuffer *scratch; /* decoded / masked bytes on their way to the client */
+    int resp_err_status;      /* set by a response callback that aborts the parse */
+    const char *resp_err_type;
+    const char *resp_err_details;
+    struct timespec t_start;
+};
+
+static void conn_free(struct conn *c);
+static void conn_client_input(struct conn *c);
+static void conn_upstream_input(struct conn *c);
+static void conn_update_reading(struct conn *c);
+
+/* ---- small helpers ---------------------------------------------------------------------- */
+
+static double elapsed_since(const struct timespec *t0)
+{
+    struct timespec now;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static void conn_fields(const struct conn *c, struct log_fields *f)
+{
+    f->conn = c->id;
+    f->client = c->client_addr;
+    f->listener = c->la->label;
+    f->host = c->host[0] != '\0' ? c->host : NULL;
+}
+
+static void conn_log(const struct conn *c, enum log_level lvl, const char *event,
+                     const char *reason, const char *detail)
+{
+    struct log_fields f = LOG_FIELDS_INIT;
+
+    if (!log_enabled(lvl))
+        return;
+    conn_fields(c, &f);
+    f.reason = reason;
+    f.detail = detail;
+    log_event(lvl, event, &f);
+}
+
+static void conn_set_state(struct conn *c, enum conn_state s)
+{
+    if (log_enabled(LOG_DEBUG) && c->state != s) {
+        char d[64];
+
+        snprintf(d, sizeof(d), "%s -> %s", state_names[c->state], state_names[s]);
+        conn_log(c, LOG_DEBUG, "conn_state", "state", d);
+    }
+    c->state = s;
+}
+
+static void conn_arm(struct conn *c, int seconds)
+{
+    struct timeval tv = {seconds, 0};
+
+    evtimer_add(c->timer, &tv);
+}
+
+static void conn_enter(struct conn *c)
+{
+    c->depth++;
+}
+
+static void conn_leave(struct conn *c)
+{
+    if (--c->depth == 0 && c->free_pending)
+        conn_free(c);
+}
+
+static const char *tls_reason(unsigned long e)
+{
+    const char *r = ERR_reason_error_string(e);
+
+    return r != NULL ? r : "TLS error";
+}
+
+static const char *decision_name(enum metrics_decision d)
+{
+    static const char *const names[] = {"inject", "allow", "block", "error"};
+
+    return d < METRICS_D_COUNT ? names[d] : "error";
+}
+
+static enum metrics_upstream_error upstream_metric(enum upstream_err e)
+{
+    switch (e) {
+    case UPSTREAM_ERR_DNS:
+        return METRICS_UE_DNS;
+    case UPSTREAM_ERR_TLS:
+        return METRICS_UE_TLS;
+    case UPSTREAM_ERR_TIMEOUT:
+        return METRICS_UE_TIMEOUT;
+    case UPSTREAM_ERR_CONNECT:
+    case UPSTREAM_ERR_PROXY:
+    case UPSTREAM_ERR_PROHIBITED:
+        return METRICS_UE_CONNECT;
+    default:
+        return METRICS_UE_PROTOCOL;
+    }
+}
+
+/* Frees the per-request masking state (wiping what it held). */
+static void conn_drop_mask(struct conn *c)
+{
+    mask_free(&c->mask);
+    mask_decoder_free(&c->dec);
+    if (c->scratch != NULL) {
+        evbuffer_free(c->scratch);
+        c->scratch = NULL;
+    }
+}
+
+/* Frees the upstream side. abort: the peer must not take what it got as a complete message. */
+static void conn_drop_upstream(struct conn *c, bool abort)
+{
+    if (c->upreq != NULL)
+        upstream_cancel(&c->upreq);
+    if (c->upstream.bev != NULL) {
+        evutil_socket_t fd = bufferevent_getfd(c->upstream.bev);
+
+        if (abort && fd >= 0) {
+            struct linger lg = {1, 0};
+
+            /* RST: a half-sent request never looks complete to the upstream */
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        }
+        bufferevent_setcb(c->upstream.bev, NULL, NULL, NULL, NULL);
+        bufferevent_free(c->upstream.bev);
+        c->upstream.bev = NULL;
+    }
+    c->upstream.paused = false;
+    http1_parser_free(&c->upstream.parser);
+    c->resp = NULL;
+}
+
+/* ---- teardown --------------------------------------------------------------------------- */
+
+/* Frees everything of c. Only conn_close() and conn_leave() call this. */
+static void conn_free(struct conn *c)
+{
+    struct listen_worker *w = c->w;
+
+    conn_drop_upstream(c, true);
+    if (c->client.bev != NULL) {
+        SSL *ssl = bufferevent_openssl_get_ssl(c->client.bev);
+
+        tls_server_ssl_detach(ssl);
+        bufferevent_setcb(c->client.bev, NULL, NULL, NULL, NULL);
+        bufferevent_free(c->client.bev);
+    }
+    http1_parser_free(&c->client.parser);
+    conn_drop_mask(c);
+    if (c->timer != NULL)
+        event_free(c->timer);
+    policy_unref(&c->policy);
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        w->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    w->nconns--;
+    atomic_fetch_sub(&w->sh->active_conns, 1);
+    metrics_conn_close(w->id);
+    free(c);
+    if (w->draining && w->nconns == 0)
+        event_base_loopexit(w->base, NULL);
+}
+
+/*
+ * The only teardown: stops both sides at once; the struct itself is freed now, or when the
+ * outermost callback on the stack returns. reason is a fixed code, logged at debug.
+ */
+static void conn_close(struct conn *c, const char *reason)
+{
+    if (c->state == CONN_S_CLOSED)
+        return;
+    conn_log(c, LOG_DEBUG, "conn_close", reason, NULL);
+    conn_set_state(c, CONN_S_CLOSED);
+    evtimer_del(c->timer);
+    conn_drop_upstream(c, true);
+    if (c->client.bev != NULL)
+        bufferevent_disable(c->client.bev, EV_READ | EV_WRITE);
+    if (c->depth > 0)
+        c->free_pending = true;
+    else
+        conn_free(c);
+}
+
+/* Sends close_notify and FIN, then discards input for a short while, so that a client still
+ * sending does not get an RST that destroys the response it has not read yet. */
+static void conn_linger(struct conn *c)
+{
+    SSL *ssl = bufferevent_openssl_get_ssl(c->client.bev);
+    evutil_socket_t fd = bufferevent_getfd(c->client.bev);
+
+    if (ssl != NULL && c->handshake_done)
+        SSL_shutdown(ssl);
+    if (fd >= 0)
+        shutdown(fd, SHUT_WR);
+    conn_set_state(c, CONN_S_LINGER);
+    conn_arm(c, CONN_T_LINGER);
+    bufferevent_setwatermark(c->client.bev, EV_WRITE, 0, 0);
+    bufferevent_disable(c->client.bev, EV_WRITE);
+    bufferevent_enable(c->client.bev, EV_READ);
+}
+
+/* Close once the client's output has drained (the final response is on its way). */
+static void conn_flush_close(struct conn *c)
+{
+    conn_drop_upstream(c, !c->resp_done || !c->req_done);
+    conn_set_state(c, CONN_S_FLUSH_CLOSE);
+    conn_arm(c, CONN_T_FLUSH);
+    bufferevent_set_timeouts(c->client.bev, NULL, NULL);
+    bufferevent_setwatermark(c->client.bev, EV_WRITE, 0, 0);
+    bufferevent_disable(c->client.bev, EV_READ);
+    bufferevent_enable(c->client.bev, EV_WRITE);
+    if (evbuffer_get_length(bufferevent_get_output(c->client.bev)) == 0)
+        conn_linger(c);
+}
+
+/* ---- request accounting ----------------------------------------------------------------- */
+
+static void conn_log_request(struct conn *c, const char *route, const char *reason)
+{
+    struct log_fields f = LOG_FIELDS_INIT;
+    struct policy_rule_info ri;
+
+    if (!log_enabled(LOG_INFO))
+        return;
+    conn_fields(c, &f);
+    f.route = route;
+    f.decision = decision_name(c->mdec);
+    if (c->rule >= 0 && c->policy != NULL) {
+        policy_rule_info(c->policy, (size_t)c->rule, &ri);
+        f.rule = c->rule;
+        f.secret = ri.secret_name;
+    }
+    f.status = c->status;
+    f.bytes_in = c->bytes_in;
+    f.bytes_out = c->bytes_out;
+    f.duration = elapsed_since(&c->t_start);
+    f.reason = reason;
+    log_event(LOG_INFO, "request", &f);
+}
+
+/*
+ * Answers the current request with a response of vaultgate's own (SPEC §4) and closes the
+ * connection after it. Nothing more is forwarded in either direction.
+ */
+static void conn_respond_error(struct conn *c, int status, const char *type, const char *details,
+                               const char *reason)
+{
+    struct evbuffer *out = bufferevent_get_output(c->client.bev);
+
+    conn_drop_upstream(c, true);
+    if (c->resp_started) {
+        /* a response is already on its way: cutting the connection is all we can do */
+        conn_log_request(c, NULL, reason);
+        conn_close(c, reason);
+        return;
+    }
+    c->status = status;
+    if (http1_write_error(out, status, type, details, c->host[0] != '\0' ? c->host : NULL,
+                          true) < 0) {
+        conn_close(c, "write_error");
+        return;
+    }
+    c->resp_started = true;
+    c->resp_done = true;
+    metrics_request(c->w->id, c->mdec, status, elapsed_since(&c->t_start));
+    conn_log_request(c, c->mdec == METRICS_D_BLOCK ? "refused" : NULL, reason);
+    conn_flush_close(c);
+}
+
+static void conn_record_refusal(struct conn *c, const char *host)
+{
+    struct listen_worker *w = c->w;
+
+    audit_blocked(w->sh->audit, w->id, host);
+    audit_route(w->sh->audit, w->id, host, AUDIT_ROUTE_REFUSED);
+    metrics_blocked(w->id);
+}
+
+/* ---- request side ----------------------------------------------------------------------- */
+
+static int req_on_head(void *arg, struct http1_msg *msg)
+{
+    struct conn *c = arg;
+
+    c->req = msg;
+    c->head_ready = true;
+    c->parse_stop = true;
+    return 1;
+}
+
+static int req_on_body(void *arg, const char *data, size_t len)
+{
+    struct conn *c = arg;
+    struct evbuffer *out;
+
+    if (c->upstream.bev == NULL)
+        return -1;
+    out = bufferevent_get_output(c->upstream.bev);
+    if (c->req->body == HTTP1_BODY_CHUNKED)
+        return http1_write_chunk(out, data, len) == 0 ? 0 : -1;
+    return evbuffer_add(out, data, len) == 0 ? 0 : -1;
+}
+
+static int req_on_done(void *arg)
+{
+    struct conn *c = arg;
+
+    if (c->upstream.bev != NULL && c->req->body == HTTP1_BODY_CHUNKED &&
+        http1_write_last_chunk(bufferevent_get_output(c->upstream.bev)) < 0)
+        return -1;
+    c->req_done = true;
+    c->parse_stop = true;
+    return 1;
+}
+
+static const struct http1_callbacks req_callbacks = {req_on_head, req_on_body, req_on_done};
+
+/* Puts Host: <connection host> first in h, replacing every Host field. 0 or -1. */
+static int conn_set_host(struct conn *c, struct http_head *h)
+{
+    char v[HOSTNAME_BUFSZ + 2];
+    struct http_field f;
+    int n;
+
+    if (strchr(c->host, ':') != NULL)
+        n = snprintf(v, sizeof(v), "[%s]", c->host);
+    else
+        n = snprintf(v, sizeof(v), "%s", c->host);
+    httphead_remove(h, "Host");
+    if (httphead_add(h, "Host", 4, v, (size_t)n) < 0)
+        return -1;
+    f = h->fields[h->nfields - 1];
+    memmove(h->fields + 1, h->fields, (h->nfields - 1) * sizeof(h->fields[0]));
+    h->fields[0] = f;
+    return 0;
+}
+
+/* 1 when authority (host[:port]) names the connection's host on an acceptable port. */
+static int conn_authority_ok(const struct conn *c, const char *a, size_t len)
+{
+    char host[HOSTNAME_BUFSZ];
+    int port = 0;
+
+    if (http1_split_authority(a, len, host, sizeof(host), &port) < 0)
+        return -1;
+    if (strcmp(host, c->host) != 0)
+        return 0;
+    return port == 0 || port == 443 || port == c->la->port;
+}
+
+/*
+ * Host and target checks of SPEC §4. Returns 0, or the status to answer (400/421) with *why.
+ * An absolute-form target becomes origin-form.
+ */
+static int conn_check_target(struct conn *c, struct http_head *h, const char **why)
+{
+    size_t nhost = httphead_count(h, "Host");
+    const struct http_field *hf = httphead_get(h, "Host");
+    const char *t = h->target, *auth, *end;
+    int r;
+
+    if (nhost > 1 || (nhost == 0 && h->version_minor != 0)) {
+        *why = nhost > 1 ? "several Host fields" : "missing Host";
+        return 400;
+    }
+    if (hf != NULL) {
+        r = conn_authority_ok(c, hf->value, hf->value_len);
+        if (r != 1) {
+            *why = r < 0 ? "malformed Host" : "Host does not match the TLS server name";
+            return r < 0 ? 400 : 421;
+        }
+    }
+    if (t[0] == '/' || (t[0] == '*' && t[1] == '\0' && strcmp(h->method, "OPTIONS") == 0))
+        return 0;
+    if (strncasecmp(t, "https://", 8) == 0)
+        auth = t + 8;
+    else if (strncasecmp(t, "http://", 7) == 0)
+        auth = t + 7;
+    else {
+        *why = "unsupported request target form";
+        return 400;
+    }
+    end = auth + strcspn(auth, "/?#");
+    if (memchr(auth, '@', (size_t)(end - auth)) != NULL) {
+        *why = "userinfo in the request target";
+        return 400;
+    }
+    r = conn_authority_ok(c, auth, (size_t)(end - auth));
+    if (r != 1) {
+        *why = r < 0 ? "malformed request target" : "request target names another host";
+        return r < 0 ? 400 : 421;
+    }
+    if (*end == '#') {
+        *why = "fragment in the request target";
+        return 400;
+    }
+    {
+        /* copied first: the new target replaces the arena string end points into */
+        char tmp[VG_HEAD_MAX_BYTES];
+        size_t rest = h->target_len - (size_t)(end - t);
+        int n = snprintf(tmp, sizeof(tmp), "%s%.*s", *end == '/' ? "" : "/", (int)rest, end);
+
+        r = (n > 0 && (size_t)n < sizeof(tmp)) ? httphead_set_target(h, tmp, (size_t)n) : -1;
+    }
+    if (r < 0) {
+        *why = "request target too long";
+        return 400;
+    }
+    return 0;
+}
+
+static void conn_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err,
+                          bool route_tunnel);
+
+/*
+ * A request that carries a secret asks for an identity-coded response and gets a masker for
+ * every form the secret was sent in, so an upstream echoing it cannot hand it back. 0 or -1.
+ */
+static int conn_mask_setup(struct conn *c, struct http_head *h)
+{
+    struct inject_form forms[INJECT_MAX_FORMS];
+    size_t n = inject_forms(c->policy, c->rule, forms);
+
+    httphead_remove(h, "Accept-Encoding");
+    if (n == 0 || httphead_add(h, "Accept-Encoding", 15, "identity", 8) < 0)
+        return -1;
+    c->mask = mask_new(forms, n);
+    c->scratch = evbuffer_new();
+    return c->mask != NULL && c->scratch != NULL ? 0 : -1;
+}
+
+/* A request head arrived: check, decide, rewrite, then ask for an upstream connection. */
+static void conn_request_head(struct conn *c)
+{
+    struct http_head *h = &c->req->head;
+    struct listen_worker *w = c->w;
+    struct policy_decision dec;
+    const char *why = NULL;
+    int st;
+
+    c->head_ready = false;
+    c->req_keep_alive = c->req->keep_alive && !c->draining;
+    c->mdec = METRICS_D_ERROR;
+    if (strcmp(h->method, "TRACE") == 0 || strcmp(h->method, "CONNECT") == 0) {
+        conn_respond_error(c, 405, "http_request_denied", "method not allowed", "method");
+        return;
+    }
+    st = conn_check_target(c, h, &why);
+    if (st != 0) {
+        conn_respond_error(c, st, "http_request_error", why,
+                           st == 421 ? "misdirected" : "bad_request");
+        return;
+    }
+    if (c->req->upgrade) {
+        conn_respond_error(c, 501, "http_upgrade_failed", "protocol upgrades are not supported",
+                           "upgrade");
+        return;
+    }
+    /* the snapshot this request keeps until it ends */
+    policy_unref(&c->policy);
+    c->policy = policy_ref(listen_worker_policy(w));
+    policy_decide(c->policy, c->host, &dec);
+    if (dec.verdict == POLICY_BLOCK) {
+        c->mdec = METRICS_D_BLOCK;
+        conn_record_refusal(c, c->host);
+        conn_respond_error(c, 403, "http_request_denied", "host blocked by policy", "blocked");
+        return;
+    }
+    http1_strip_hop_by_hop(h, false);
+    h->version_minor = 1;
+    if (conn_set_host(c, h) < 0) {
+        conn_respond_error(c, 500, "proxy_internal_error", "request head too large", "head");
+        return;
+    }
+    if (dec.verdict == POLICY_INJECT) {
+        c->mdec = METRICS_D_INJECT;
+        c->rule = dec.rule;
+        if (inject_apply(h, c->policy, dec.rule) < 0 || conn_mask_setup(c, h) < 0) {
+            conn_respond_error(c, 500, "proxy_internal_error", "credential injection failed",
+                               "inject");
+            return;
+        }
+    } else {
+        c->mdec = METRICS_D_ALLOW;
+    }
+    conn_set_state(c, CONN_S_UP_CONNECT);
+    conn_update_reading(c);
+    conn_arm(c, CONN_T_UP_GET);
+    c->upreq = upstream_get(w->up, c->host, CONN_UPSTREAM_PORT, true, conn_up_ready, c);
+    if (c->upreq == NULL)
+        conn_respond_error(c, 502, "proxy_internal_error", "upstream connection failed",
+                           "upstream_get");
+}
+
+static void conn_start_request(struct conn *c)
+{
+    conn_drop_mask(c);
+    c->resp_err_status = 0;
+    c->req = NULL;
+    c->rule = -1;
+    c->status = 0;
+    c->mdec = METRICS_D_ERROR;
+    c->req_done = c->resp_started = c->resp_done = false;
+    c->resp_chunked = c->resp_close = c->route_tunnel = c->retried = false;
+    c->resp_bytes = 0;
+    c->bytes_in = c->bytes_out = 0;
+    clock_gettime(CLOCK_MONOTONIC, &c->t_start);
+}
+
+/* Feeds the client's buffered bytes to the request parser while the state allows it. */
+static void conn_client_input(struct conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->client.bev);
+
+    if (c->state == CONN_S_LINGER) {
+        evbuffer_drain(in, evbuffer_get_length(in));
+        return;
+    }
+    while (c->state == CONN_S_REQ_HEAD || (c->state == CONN_S_RELAY && !c->req_done)) {
+        struct evbuffer_iovec v;
+        ssize_t r;
+
+        if (c->client.paused || evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
+            break;
+        if (c->state == CONN_S_REQ_HEAD && c->idle) {
+            c->idle = false;
+            conn_start_request(c);
+            conn_arm(c, CONN_T_HEAD);
+        }
+        c->parse_stop = false;
+        r = http1_feed(c->client.parser, v.iov_base, v.iov_len);
+        if (c->state == CONN_S_CLOSED)
+            return;
+        if (r < 0) {
+            const char *why = NULL;
+            int st = http1_error(c->client.parser, &why);
+
+            c->mdec = METRICS_D_ERROR;
+            conn_respond_error(c, st, st == 405 ? "http_request_denied" : "http_request_error",
+                               why != NULL ? why : "malformed request", "protocol_error");
+            return;
+        }
+        evbuffer_drain(in, (size_t)r);
+        c->bytes_in += r;
+        if (c->head_ready) {
+            conn_request_head(c);
+            return;
+        }
+        if (c->upstream.bev != NULL &&
+            evbuffer_get_length(bufferevent_get_output(c->upstream.bev)) >= VG_CONN_OUT_CAP) {
+            c->client.paused = true;
+            bufferevent_setwatermark(c->upstream.bev, EV_WRITE, VG_CONN_OUT_CAP / 2, 0);
+            break;
+        }
+        if (c->parse_stop || (size_t)r < v.iov_len)
+            break;
+    }
+    if (c->state == CONN_S_RELAY && c->req_done && c->resp_done)
+        return;
+    conn_update_reading(c);
+}
+
+/* ---- response side ---------------------------------------------------------------------- */
+
+static int resp_on_head(void *arg, struct http1_msg *msg);
+static int resp_on_body(void *arg, const char *data, size_t len);
+static int resp_on_done(void *arg);
+static const struct http1_callbacks resp_callbacks = {resp_on_head, resp_on_body, resp_on_done};
+
+static int resp_on_head(void *arg, struct http1_msg *msg)
+{
+    struct conn *c = arg;
+    struct http_head *h = &msg->head;
+    struct evbuffer *out = bufferevent_get_output(c->client.bev);
+    enum http1_body body = msg->body;
+    uint64_t cl = msg->content_length;
+    bool close = !c->req_keep_alive;
+    const struct http_field *f = NULL;
+
+    c->resp = msg;
+    if (h->status == 101) {
+        c->resp_err_status = 502;
+        c->resp_err_type = "http_protocol_error";
+        c->resp_err_details = "unexpected 101 from upstream";
+        return -1;
+    }
+    if (c->mask != NULL)
+        mask_head(c->mask, h);
+    if (h->status >= 100 && h->status < 200) {
+        /* 1xx: passed on; the parser then reads the final response head */
+        http1_strip_hop_by_hop(h, false);
+        return http1_write_response_head(out, h, HTTP1_BODY_NONE, 0, false) == 0 ? 0 : -1;
+    }
+    if (c->mask != NULL && body != HTTP1_BODY_NONE) {
+        size_t nce = httphead_count(h, "Content-Encoding");
+        f = httphead_get(h, "Content-Encoding");
+        enum mask_coding coding =
+            nce > 1 ? MASK_CODING_UNSUPPORTED : mask_coding_parse(f != NULL ? f->value : NULL);
+
+        if (coding == MASK_CODING_UNSUPPORTED) {
+            /* a secret never crosses back unscanned: refuse what cannot be decoded */
+            c->resp_err_status = 502;
+            c->resp_err_type = "http_response_content_coding";
+            c->resp_err_details = "unsupported content coding on a credentialed response";
+            return -1;
+        }
+        if (coding != MASK_CODING_IDENTITY) {
+            c->dec = mask_decoder_new(coding);
+            if (c->dec == NULL)
+                return -1;
+            httphead_remove(h, "Content-Encoding");
+            body = HTTP1_BODY_EOF; /* decoded length unknown: re-framed below */
+        }
+    }
+    if (strcmp(c->req->head.method, "HEAD") == 0 && (f = httphead_get(h, "Content-Length")) &&
+        h->status != 204 && h->status != 304) {
+        /* HEAD: keep the length the upstream announced, no body follows */
+        char *e = NULL;
+        unsigned long long v = strtoull(f->value, &e, 10);
+
+        if (e != NULL && *e == '\0' && f->value_len > 0) {
+            body = HTTP1_BODY_LENGTH;
+            cl = v;
+        }
+    } else if (body == HTTP1_BODY_CHUNKED || body == HTTP1_BODY_EOF) {
+        if (c->req->head.version_minor >= 1) {
+            body = HTTP1_BODY_CHUNKED;
+            c->resp_chunked = true;
+        } else {
+            body = HTTP1_BODY_EOF;
+            close = true;
+        }
+    }
+    http1_strip_hop_by_hop(h, false);
+    c->resp_close = close || c->draining;
+    c->status = h->status;
+    if (http1_write_response_head(out, h, body, cl, c->resp_close) < 0)
+        return -1;
+    c->resp_started = true;
+    /* the head arrived: from now on only body idleness counts */
+    evtimer_del(c->timer);
+    {
+        struct timeval tv = {CONN_T_BODY_IDLE, 0};
+
+        bufferevent_set_timeouts(c->upstream.bev, &tv, &tv);
+        bufferevent_set_timeouts(c->client.bev, NULL, &tv);
+    }
+    return 0;
+}
+
+/* Moves what is in c->scratch to the client, framed for this response. 0 or -1. */
+static int conn_emit_scratch(struct conn *c)
+{
+    struct evbuffer *out = bufferevent_get_output(c->client.bev);
+    size_t n = evbuffer_get_length(c->scratch);
+
+    if (n == 0)
+        return 0;
+    c->bytes_out += (int64_t)n;
+    if (c->resp_chunked && evbuffer_add_printf(out, "%zx\r\n", n) < 0)
+        return -1;
+    if (evbuffer_add_buffer(out, c->scratch) < 0)
+        return -1;
+    return c->resp_chunked ? evbuffer_add(out, "\r\n", 2) : 0;
+}
+
+/* Decodes (gzip/deflate) and masks len bytes of a credentialed response body. 0 or -1. */
+static int conn_mask_body(struct conn *c, const char *data, size_t len)
+{
+    if (c->dec != NULL) {
+        struct evbuffer *plain = evbuffer_new();
+        int rc = -1;
+
+        if (plain == NULL || mask_decoder_feed(c->dec, data, len, plain) < 0)
+            goto out;
+        while (evbuffer_get_length(plain) > 0) {
+            struct evbuffer_iovec v;
+
+            if (evbuffer_peek(plain, -1, NULL, &v, 1) < 1 ||
+                mask_feed(c->mask, v.iov_base, v.iov_len, c->scratch) < 0)
+                goto out;
+            evbuffer_drain(plain, v.iov_len);
+        }
+        rc = 0;
+    out:
+        if (plain != NULL)
+            evbuffer_free(plain);
+        if (rc < 0)
+            return -1;
+    } else if (mask_feed(c->mask, data, len, c->scratch) < 0) {
+        return -1;
+    }
+    return conn_emit_scratch(c);
+}
+
+/* End of a credentialed response body: the decoder's tail and the held-back bytes. 0 or -1. */
+static int conn_mask_finish(struct conn *c)
+{
+    if (c->dec != NULL) {
+        struct evbuffer *plain = evbuffer_new();
+        int rc = plain != NULL && mask_decoder_finish(c->dec, plain) == 0 ? 0 : -1;
+
+        while (rc == 0 && evbuffer_get_length(plain) > 0) {
+            struct evbuffer_iovec v;
+
+            if (evbuffer_peek(plain, -1, NULL, &v, 1) < 1 ||
+                mask_feed(c->mask, v.iov_base, v.iov_len, c->scratch) < 0)
+                rc = -1;
+            else
+                evbuffer_drain(plain, v.iov_len);
+        }
+        if (plain != NULL)
+            evbuffer_free(plain);
+        if (rc < 0)
+            return -1;
+    }
+    if (mask_finish(c->mask, c->scratch) < 0)
+        return -1;
+    return conn_emit_scratch(c);
+}
+
+static int resp_on_body(void *arg, const char *data, size_t len)
+{
+    struct conn *c = arg;
+    struct evbuffer *out = bufferevent_get_output(c->client.bev);
+
+    if (c->mask != NULL)
+        return conn_mask_body(c, data, len);
+    c->bytes_out += (int64_t)len;
+    if (c->resp_chunked)
+        return http1_write_chunk(out, data, len) == 0 ? 0 : -1;
+    return evbuffer_add(out, data, len) == 0 ? 0 : -1;
+}
+
+static int resp_on_done(void *arg)
+{
+    struct conn *c = arg;
+
+    if (c->mask != NULL && c->resp_started && conn_mask_finish(c) < 0)
+        return -1;
+    if (c->resp_chunked && http1_write_last_chunk(bufferevent_get_output(c->client.bev)) < 0)
+        return -1;
+    c->resp_done = true;
+    c->parse_stop = true;
+    return 1;
+}
+
+/* The response ended cleanly: account, recycle the upstream, and wait for the next request. */
+static void conn_response_done(struct conn *c)
+{
+    struct listen_worker *w = c->w;
+    const char *route = c->route_tunnel ? "tunnel" : "direct";
+    struct bufferevent *ub = c->upstream.bev;
+    bool reuse;
+
+    metrics_request(w->id, c->mdec, c->status, elapsed_since(&c->t_start));
+    audit_route(w->sh->audit, w->id, c->host,
+                c->route_tunnel ? AUDIT_ROUTE_TUNNEL : AUDIT_ROUTE_DIRECT);
+    conn_log_request(c, route, NULL);
+    reuse = ub != NULL && c->req_done && c->resp != NULL && c->resp->keep_alive &&
+            evbuffer_get_length(bufferevent_get_input(ub)) == 0 &&
+            evbuffer_get_length(bufferevent_get_output(ub)) == 0;
+    if (reuse) {
+        bufferevent_setcb(ub, NULL, NULL, NULL, NULL);
+        bufferevent_set_timeouts(ub, NULL, NULL);
+        bufferevent_setwatermark(ub, EV_WRITE, 0, 0);
+        c->upstream.bev = NULL;
+        upstream_release(w->up, c->host, CONN_UPSTREAM_PORT, true, ub);
+    }
+    conn_drop_upstream(c, !reuse && !c->req_done);
+    if (c->resp_close || !c->req_keep_alive || !c->req_done || c->draining) {
+        conn_flush_close(c);
+        return;
+    }
+    /* keep-alive: back to REQ_HEAD with a clean parser and released buffers */
+    http1_parser_reset(c->client.parser);
+    c->req = NULL;
+    c->idle = true;
+    bufferevent_set_timeouts(c->client.bev, NULL, NULL);
+    conn_set_state(c, CONN_S_REQ_HEAD);
+    conn_arm(c, CONN_T_IDLE);
+    conn_update_reading(c);
+    conn_client_input(c);
+}
+
+static void conn_upstream_input(struct conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->upstream.bev);
+
+    while (c->state == CONN_S_RELAY && !c->resp_done) {
+        struct evbuffer_iovec v;
+        ssize_t r;
+
+        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
+            break;
+        c->parse_stop = false;
+        r = http1_feed(c->upstream.parser, v.iov_base, v.iov_len);
+        if (c->state != CONN_S_RELAY)
+            return;
+        if (r < 0) {
+            metrics_upstream_error(c->w->id, METRICS_UE_PROTOCOL);
+            if (c->resp_err_status != 0)
+                conn_respond_error(c, c->resp_err_status, c->resp_err_type,
+                                   c->resp_err_details, "upstream_protocol");
+            else
+                conn_respond_error(c, 502, "http_protocol_error", "malformed upstream response",
+                                   "upstream_protocol");
+            return;
+        }
+        evbuffer_drain(in, (size_t)r);
+        c->resp_bytes += (uint64_t)r;
+        if (c->parse_stop || (size_t)r < v.iov_len)
+            break;
+    }
+    if (c->state != CONN_S_RELAY)
+        return;
+    if (c->resp_done) {
+        conn_response_done(c);
+        return;
+    }
+    if (evbuffer_get_length(bufferevent_get_output(c->client.bev)) >= VG_CONN_OUT_CAP) {
+        c->upstream.paused = true;
+        bufferevent_setwatermark(c->client.bev, EV_WRITE, VG_CONN_OUT_CAP / 2, 0);
+    }
+    conn_update_reading(c);
+}
+
+/* Which side may read now, from the state and the backpressure flags. */
+static void conn_update_reading(struct conn *c)
+{
+    bool client_read, up_read;
+
+    if (c->state == CONN_S_CLOSED)
+        return;
+    /* The client side keeps reading while a request is in flight (bytes of a pipelined
+     * request wait in its input, bounded by the read watermark, and are parsed only after the
+     * response): toggling EV_READ per request would cost two epoll_ctl calls. */
+    client_read = c->state == CONN_S_REQ_HEAD || c->state == CONN_S_LINGER ||
+                  c->state == CONN_S_UP_CONNECT ||
+                  (c->state == CONN_S_RELAY && !c->client.paused);
+    if (c->client.bev != NULL) {
+        if (client_read)
+            bufferevent_enable(c->client.bev, EV_READ);
+        else
+            bufferevent_disable(c->client.bev, EV_READ);
+    }
+    up_read = c->state == CONN_S_RELAY && !c->upstream.paused && !c->resp_done;
+    if (c->upstream.bev != NULL) {
+        if (up_read)
+            bufferevent_enable(c->upstream.bev, EV_READ);
+        else
+            bufferevent_disable(c->upstream.bev, EV_READ);
+    }
+}
+
+/* ---- upstream callbacks ----------------------------------------------------------------- */
+
+static void up_read_cb(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+
+    conn_enter(c);
+    conn_upstream_input(c);
+    conn_leave(c);
+}
+
+static void up_write_cb(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+
+    conn_enter(c);
+    if (c->client.paused &&
+        evbuffer_get_length(bufferevent_get_output(bev)) <= VG_CONN_OUT_CAP / 2) {
+        c->client.paused = false;
+        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+        conn_client_input(c);
+    }
+    conn_leave(c);
+}
+
+/*
+ * A pooled connection can die just as it is reused (the upstream closed it while idle). A
+ * bodyless GET/HEAD/OPTIONS that got no byte of answer is then sent once more on a fresh
+ * connection, as nginx does. Returns 1 when a retry started.
+ */
+static int conn_retry_upstream(struct conn *c)
+{
+    const char *m = c->req != NULL ? c->req->head.method : "";
+
+    if (c->state != CONN_S_RELAY || c->retried || c->resp_started || c->resp_bytes > 0 ||
+        !(c->req->body == HTTP1_BODY_NONE ||
+          (c->req->body == HTTP1_BODY_LENGTH && c->req->content_length == 0)) ||
+        (strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0 && strcmp(m, "OPTIONS") != 0))
+        return 0;
+    c->retried = true;
+    conn_drop_upstream(c, true);
+    c->req_done = false;
+    conn_set_state(c, CONN_S_UP_CONNECT);
+    conn_arm(c, CONN_T_UP_GET);
+    conn_log(c, LOG_DEBUG, "upstream_retry", "pooled_connection_closed", NULL);
+    c->upreq = upstream_get(c->w->up, c->host, CONN_UPSTREAM_PORT, true, conn_up_ready, c);
+    if (c->upreq == NULL)
+        conn_respond_error(c, 502, "proxy_internal_error", "upstream connection failed",
+                           "upstream_get");
+    return 1;
+}
+
+static void up_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    struct conn *c = arg;
+    char detail[256];
+
+    conn_enter(c);
+    if (what & BEV_EVENT_EOF) {
+        conn_upstream_input(c);
+        if (c->state == CONN_S_RELAY && !c->resp_done && c->upstream.parser != NULL &&
+            http1_in_message(c->upstream.parser) && c->resp_started &&
+            http1_feed_eof(c->upstream.parser) == 0 && c->resp_done) {
+            conn_response_done(c);
+        } else if (conn_retry_upstream(c)) {
+            /* sent again on a fresh connection */
+        } else if (c->state == CONN_S_RELAY || c->state == CONN_S_UP_CONNECT) {
+            metrics_upstream_error(c->w->id, METRICS_UE_PROTOCOL);
+            conn_respond_error(c, 502, "http_response_incomplete",
+                               "upstream closed the connection", "upstream_eof");
+        }
+    } else if (what & BEV_EVENT_TIMEOUT) {
+        metrics_upstream_error(c->w->id, METRICS_UE_TIMEOUT);
+        conn_respond_error(c, 504, "http_response_timeout", "upstream timed out",
+                           "upstream_timeout");
+    } else if ((what & BEV_EVENT_ERROR) && conn_retry_upstream(c)) {
+        /* sent again on a fresh connection */
+    } else if (what & BEV_EVENT_ERROR) {
+        unsigned long e = bufferevent_get_openssl_error(bev);
+
+        snprintf(detail, sizeof(detail), "%s",
+                 e != 0 ? tls_reason(e) : strerror(EVUTIL_SOCKET_ERROR()));
+        conn_log(c, LOG_INFO, "upstream_error", "upstream_io", detail);
+        metrics_upstream_error(c->w->id, METRICS_UE_CONNECT);
+        conn_respond_error(c, 502, "connection_terminated", "upstream connection failed",
+                           "upstream_io");
+    }
+    conn_leave(c);
+}
+
+static void conn_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err,
+                          bool route_tunnel)
+{
+    struct conn *c = arg;
+    struct evbuffer *out;
+    struct http1_msg *req = c->req;
+
+    conn_enter(c);
+    c->upreq = NULL;
+    if (c->state != CONN_S_UP_CONNECT) {
+        if (bev != NULL)
+            bufferevent_free(bev);
+        goto out;
+    }
+    if (bev == NULL) {
+        const char *type = upstream_err_type(err);
+        int st = upstream_err_status(err);
+
+        metrics_upstream_error(c->w->id, upstream_metric(err));
+        if (err == UPSTREAM_ERR_PROHIBITED) {
+            c->mdec = METRICS_D_BLOCK;
+            conn_record_refusal(c, c->host);
+        }
+        conn_respond_error(c, st, type, err == UPSTREAM_ERR_PROHIBITED
+                                            ? "destination address prohibited"
+                                            : "upstream unavailable",
+                           type);
+        goto out;
+    }
+    c->upstream.bev = bev;
+    c->route_tunnel = route_tunnel;
+    /* many servers close without close_notify; truncation of a Content-Length or chunked body
+     * is still caught by the parser, and an EOF-delimited body can only end this way */
+    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    if (bufferevent_openssl_get_ssl(bev) != NULL)
+        SSL_set_options(bufferevent_openssl_get_ssl(bev), SSL_OP_IGNORE_UNEXPECTED_EOF);
+    bufferevent_setcb(bev, up_read_cb, up_write_cb, up_event_cb, c);
+    bufferevent_setwatermark(bev, EV_READ, 0, VG_CONN_IN_MAX);
+    bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+    bufferevent_set_timeouts(bev, NULL, NULL);
+    if (c->upstream.parser == NULL)
+        c->upstream.parser = http1_parser_new(HTTP1_RESPONSE, &resp_callbacks, c);
+    else
+        http1_parser_reset(c->upstream.parser);
+    if (c->upstream.parser == NULL) {
+        conn_respond_error(c, 500, "proxy_internal_error", "out of memory", "oom");
+        goto out;
+    }
+    http1_parser_set_request_method(c->upstream.parser, req->head.method);
+    out = bufferevent_get_output(bev);
+    if (http1_write_request_head(out, &req->head,
+                                 req->body == HTTP1_BODY_LENGTH && req->content_length == 0
+                                     ? HTTP1_BODY_NONE
+                                     : req->body,
+                                 req->content_length) < 0) {
+        conn_respond_error(c, 500, "proxy_internal_error", "request head too large", "head");
+        goto out;
+    }
+    if (c->rule >= 0) {
+        struct policy_rule_info ri;
+
+        policy_rule_info(c->policy, (size_t)c->rule, &ri);
+        metrics_injection(c->w->id, ri.secret_name);
+    }
+    /* the parsed head (with the secret) is wiped when the client parser is reset */
+    if (req->body == HTTP1_BODY_NONE ||
+        (req->body == HTTP1_BODY_LENGTH && req->content_length == 0))
+        c->req_done = true;
+    conn_set_state(c, CONN_S_RELAY);
+    conn_arm(c, CONN_T_UP_HEAD);
+    bufferevent_enable(bev, EV_WRITE);
+    {
+        struct timeval tv = {CONN_T_BODY_IDLE, 0};
+
+        bufferevent_set_timeouts(c->client.bev, req->body != HTTP1_BODY_NONE ? &tv : NULL,
+                                 NULL);
+    }
+    conn_update_reading(c);
+    if (!c->req_done)
+        conn_client_input(c);
+    if (c->state == CONN_S_RELAY)
+        conn_upstream_input(c);
+out:
+    conn_leave(c);
+}
+
+/* ---- client callbacks ------------------------------------------------------------------- */
+
+static void client_read_cb(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+
+    conn_enter(c);
+    conn_client_input(c);
+    conn_leave(c);
+}
+
+static void client_write_cb(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    size_t left = evbuffer_get_length(bufferevent_get_output(bev));
+
+    conn_enter(c);
+    if (c->state == CONN_S_FLUSH_CLOSE && left == 0) {
+        conn_linger(c);
+    } else if (c->upstream.paused && left <= VG_CONN_OUT_CAP / 2) {
+        c->upstream.paused = false;
+        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+        if (c->upstream.bev != NULL)
+            conn_upstream_input(c);
+        conn_update_reading(c);
+    }
+    conn_leave(c);
+}
+
+static void conn_handshake_done(struct conn *c)
+{
+    c->handshake_done = true;
+    metrics_tls_handshake(c->w->id);
+    c->client.parser = http1_parser_new(HTTP1_REQUEST, &req_callbacks, c);
+    if (c->client.parser == NULL) {
+        conn_close(c, "oom");
+        return;
+    }
+    if (c->draining) {
+        conn_close(c, "draining");
+        return;
+    }
+    conn_start_request(c);
+    c->idle = true;
+    conn_set_state(c, CONN_S_REQ_HEAD);
+    conn_arm(c, CONN_T_HEAD);
+    conn_update_reading(c);
+    conn_client_input(c);
+}
+
+static void client_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    struct conn *c = arg;
+    char detail[256];
+
+    conn_enter(c);
+    if (what & BEV_EVENT_CONNECTED) {
+        if (c->state == CONN_S_TLS_ACCEPT)
+            conn_handshake_done(c);
+    } else if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+        if (c->state == CONN_S_TLS_ACCEPT) {
+            unsigned long e = bufferevent_get_openssl_error(bev);
+
+            snprintf(detail, sizeof(detail), "%s", e != 0 ? tls_reason(e) : "connection closed");
+            conn_log(c, LOG_DEBUG, "tls_handshake_failed", "handshake", detail);
+            conn_close(c, "handshake_failed");
+        } else if (c->state == CONN_S_RELAY && c->req_done && !c->resp_done &&
+                   (what & BEV_EVENT_EOF)) {
+            /* client half-closed after its request: finish the response if it still reads */
+            conn_close(c, "client_eof");
+        } else {
+            if (c->state == CONN_S_RELAY || c->state == CONN_S_UP_CONNECT)
+                conn_log_request(c, NULL, "client_closed");
+            conn_close(c, (what & BEV_EVENT_EOF) ? "client_eof" : "client_error");
+        }
+    } else if (what & BEV_EVENT_TIMEOUT) {
+        conn_close(c, "client_timeout");
+    }
+    conn_leave(c);
+}
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+
+    conn_enter(c);
+    switch (c->state) {
+    case CONN_S_UP_CONNECT:
+    case CONN_S_RELAY:
+        metrics_upstream_error(c->w->id, METRICS_UE_TIMEOUT);
+        conn_respond_error(c, 504, c->state == CONN_S_RELAY ? "http_response_timeout"
+                                                            : "connection_timeout",
+                           "upstream timed out", "upstream_timeout");
+        break;
+    case CONN_S_TLS_ACCEPT:
+        conn_close(c, "handshake_timeout");
+        break;
+    case CONN_S_REQ_HEAD:
+        conn_close(c, c->idle ? "idle_timeout" : "head_timeout");
+        break;
+    default:
+        conn_close(c, "timeout");
+        break;
+    }
+    conn_leave(c);
+}
+
+/* ---- accept and ClientHello ------------------------------------------------------------- */
+
+/* The host a no-SNI refusal is recorded under: "(no-sni)", or the original destination. */
+static void conn_nosni_host(struct conn *c, char *out, size_t outsz)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    evutil_socket_t fd = bufferevent_getfd(c->client.bev);
+
+    snprintf(out, outsz, "(no-sni)");
+    if (c->w->sh->mode != POLICY_MODE_CATCHALL || fd < 0)
+        return;
+    if (getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &ss, &len) == 0 && ss.ss_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, out, (socklen_t)outsz);
+}
+
+int conn_client_hello(struct conn *c, const char *host, struct tls_leaf *out, int *alert)
+{
+    struct listen_shared *sh = c->w->sh;
+    char err[256], nosni[HOSTNAME_BUFSZ];
+    X509 *cert;
+
+    if (host == NULL) {
+        conn_nosni_host(c, nosni, sizeof(nosni));
+        snprintf(c->host, sizeof(c->host), "%s", nosni);
+        conn_record_refusal(c, nosni);
+        conn_log(c, LOG_INFO, "tls_refused", "no_sni", NULL);
+        *alert = SSL_AD_UNRECOGNIZED_NAME;
+        return -1;
+    }
+    snprintf(c->host, sizeof(c->host), "%s", host);
+    if (sh->mode == POLICY_MODE_DEFAULT && !ca_permits(sh->ca, host)) {
+        /* no certificate this CA can sign would verify: refuse plainly instead of minting */
+        conn_log(c, LOG_WARN, "tls_refused", "host_outside_ca", NULL);
+        *alert = SSL_AD_UNRECOGNIZED_NAME;
+        return -1;
+    }
+    cert = certcache_get(sh->certs, host, err, sizeof(err));
+    if (cert == NULL) {
+        conn_log(c, LOG_ERROR, "tls_refused", "leaf_mint", err);
+        *alert = SSL_AD_INTERNAL_ERROR;
+        return -1;
+    }
+    out->cert = cert;
+    out->key = ca_leaf_key(sh->ca);
+    out->chain = ca_intermediate(sh->ca);
+    return 0;
+}
+
+static void conn_addr_text(const struct sockaddr *sa, char *out, size_t outsz)
+{
+    char ip[INET6_ADDRSTRLEN] = "?";
+
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+
+        inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
+        snprintf(out, outsz, "%s:%u", ip, ntohs(s4->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+
+        inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
+        snprintf(out, outsz, "[%s]:%u", ip, ntohs(s6->sin6_port));
+    } else {
+        snprintf(out, outsz, "unix");
+    }
+}
+
+void conn_accept(struct listen_worker *w, const struct listen_addr *la, evutil_socket_t fd,
+                 const struct sockaddr *sa, int salen)
+{
+    struct conn *c = NULL;
+    SSL *ssl = NULL;
+    int one = 1;
+
+    (void)salen;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        evutil_closesocket(fd);
+        log_eventf(LOG_ERROR, "accept", "oom", "out of memory");
+        return;
+    }
+    c->w = w;
+    c->la = la;
+    c->id = ((uint64_t)w->id << 48) | ++w->next_conn_id;
+    c->rule = -1;
+    conn_addr_text(sa, c->client_addr, sizeof(c->client_addr));
+    c->next = w->conns;
+    if (w->conns != NULL)
+        w->conns->prev = c;
+    w->conns = c;
+    w->nconns++;
+    atomic_fetch_add(&w->sh->active_conns, 1);
+    metrics_conn_open(w->id);
+    c->policy = policy_ref(listen_worker_policy(w));
+    c->timer = evtimer_new(w->base, timer_cb, c);
+    ssl = c->timer != NULL ? tls_server_ssl_new(w->ssl_ctx, c) : NULL;
+    if (ssl == NULL) {
+        evutil_closesocket(fd);
+        conn_close(c, "oom");
+        return;
+    }
+    /* from here the bufferevent owns ssl and fd, even when its creation fails */
+    c->client.bev = bufferevent_openssl_socket_new(w->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                                   BEV_OPT_CLOSE_ON_FREE);
+    if (c->client.bev == NULL) {
+        conn_close(c, "oom");
+        return;
+    }
+    bufferevent_openssl_set_allow_dirty_shutdown(c->client.bev, 1);
+    bufferevent_setcb(c->client.bev, client_read_cb, client_write_cb, client_event_cb, c);
+    bufferevent_setwatermark(c->client.bev, EV_READ, 0, VG_CONN_IN_MAX);
+    conn_set_state(c, CONN_S_TLS_ACCEPT);
+    conn_arm(c, CONN_T_HANDSHAKE);
+    bufferevent_enable(c->client.bev, EV_READ | EV_WRITE);
+}
+
+/* ---- stop ------------------------------------------------------------------------------- */
+
+void conn_drain_all(struct listen_worker *w)
+{
+    struct conn *c = w->conns, *next;
+
+    while (c != NULL) {
+        next = c->next;
+        c->draining = true;
+        if (c->state == CONN_S_TLS_ACCEPT || (c->state == CONN_S_REQ_HEAD && c->idle))
+            conn_close(c, "draining");
+        c = next;
+    }
+}
+
+void conn_abort_all(struct listen_worker *w)
+{
+    while (w->conns != NULL)
+        conn_close(w->conns, "shutdown");
+}

@@ -1,0 +1,1626 @@
+/*
+ * http1.c - strict HTTP/1.x parsing and serialising for the proxy (SPEC §4).
+ *
+ * Guarantees: a head reaches on_head only after every raw-byte rule of SPEC §4 has passed on the
+ * complete head, and after llhttp (strict, no lenient flags) has parsed the same bytes to the
+ * same end with the same method, version and framing. Bodies are de-framed here by a
+ * Content-Length counter and a chunked decoder that accept exactly RFC 9112's grammar (chunk
+ * extensions capped, trailers checked and dropped). Nothing the peer sent is forwarded as is:
+ * the serialisers below build new heads and chunk lines from validated fields.
+ *
+ * Memory: the parser struct plus, only while a head arrives split over several reads, a head
+ * buffer (at most VG_HEAD_MAX_BYTES) that http1_parser_reset frees. No logging here.
+ */
+#include "proxy/http1.h"
+
+#include "common/caps.h"
+#include "common/hostname.h"
+
+#include <llhttp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum http1_state {
+    ST_HEAD = 0,     /* waiting for, or inside, a head */
+    ST_DONE_PENDING, /* head or body complete, on_done still to be called */
+    ST_BODY_LENGTH,
+    ST_BODY_EOF,
+    ST_CHUNK_SIZE,
+    ST_CHUNK_EXT,
+    ST_CHUNK_SIZE_LF,
+    ST_CHUNK_DATA,
+    ST_CHUNK_DATA_CR,
+    ST_CHUNK_DATA_LF,
+    ST_TRAILER_START,
+    ST_TRAILER_NAME,
+    ST_TRAILER_VALUE,
+    ST_TRAILER_LF,
+    ST_TRAILER_END_LF,
+    ST_UPGRADED, /* upgrade or CONNECT done: the bytes after are not HTTP; reset resumes */
+    ST_CLOSED,   /* a message that ends the connection is done: nothing more is parsed */
+    ST_ERROR,
+};
+
+/* Chunk extension grammar (RFC 9112 §7.1.1) as a small state machine. */
+enum ext_state {
+    EXT_START = 0, /* right after the size digits (accepting) */
+    EXT_BWS,       /* whitespace after the size, ';' must follow */
+    EXT_SEMI,      /* after ';' */
+    EXT_NAME,      /* in a name (accepting) */
+    EXT_NAME_BWS,  /* whitespace after a name */
+    EXT_EQ,        /* after '=' */
+    EXT_TOKVAL,    /* in a token value (accepting) */
+    EXT_QSTR,      /* in a quoted value */
+    EXT_QESC,      /* after a backslash in a quoted value */
+    EXT_AFTER_Q,   /* after the closing quote (accepting) */
+    EXT_AFTER_VAL, /* whitespace after a value */
+};
+
+/* Results of the feeding steps. */
+enum step {
+    STEP_ERR = -1,
+    STEP_MORE = 0, /* all input used, more is needed */
+    STEP_CONT,     /* state changed, go on */
+    STEP_PAUSE,    /* a callback asked to pause */
+};
+
+/* Line kinds found by the head scanner. */
+enum line_kind {
+    LINE_ERR = -1,
+    LINE_CONT = 0,
+    LINE_LEAD, /* an empty line before the start line */
+    LINE_END,  /* the empty line that ends the head */
+};
+
+#define MAX_CHUNK_DIGITS 16
+
+struct http1_parser {
+    enum http1_kind kind;
+    enum http1_state state;
+    struct http1_callbacks cb;
+    void *arg;
+    struct http1_msg msg;
+    /* head accumulation, used only when a head spans reads */
+    char *buf;
+    uint32_t blen, bcap;
+    uint32_t line_start; /* offset in buf of the line being received */
+    uint32_t lead;       /* bytes of empty lines before the start line */
+    uint32_t nlines;     /* start line + field lines so far */
+    /* body */
+    uint64_t remaining;
+    uint32_t ndigits;
+    uint32_t ext_len;
+    enum ext_state ext;
+    uint32_t tr_bytes, tr_fields;
+    bool in_msg;
+    bool interim;  /* responses: a 1xx was seen, the final response is still due */
+    bool req_head; /* responses: answering HEAD */
+    bool req_conn; /* responses: answering CONNECT */
+    int err_status;
+    const char *err_reason;
+};
+
+/* The fields of a head that decide framing and routing, gathered in one pass. */
+struct head_info {
+    int minor;
+    int status;
+    unsigned nhost, ncl, nte;
+    uint64_t cl;
+    bool te_chunked, conn_close, conn_keepalive, conn_upgrade, has_upgrade;
+    const char *method;
+    size_t mlen;
+};
+
+/* Byte classes, one table lookup per byte on the hot paths. */
+#define C_TCHAR 1 /* RFC 9110 tchar */
+#define C_TNAME 2 /* tchar except '_' (request field names) */
+#define C_VALUE 4 /* field-value byte: HTAB, SP, VCHAR, obs-text; no other control, no DEL */
+#define C_VCHAR 8 /* visible ASCII 0x21-0x7e */
+
+static const uint8_t cls[256] = {
+    0,  0,  0,  0,  0,  0,  0,  0,  0,  4,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,
+    0,  0,  0,  0,  0,  0,  0,  0,  4,  15, 12, 15, 15, 15, 15, 15, 12, 12, 15, 15, 12, 15, 15, 12,
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 12, 12, 12, 12, 12, 12, 12, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 12, 12, 12, 15, 13,
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 12, 15, 12, 15, 0,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,
+    4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,
+    4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,
+    4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,
+    4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,
+    4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,
+};
+
+static inline bool is_tchar(unsigned char c)
+{
+    return cls[c] & C_TCHAR;
+}
+
+static inline bool is_ows(unsigned char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static inline bool is_value_byte(unsigned char c)
+{
+    return cls[c] & C_VALUE;
+}
+
+/* Length of the run of bytes of class mask at the start of s. */
+static inline size_t span(const char *s, size_t n, uint8_t mask)
+{
+    size_t i = 0;
+
+    while (i < n && (cls[(unsigned char)s[i]] & mask))
+        i++;
+    return i;
+}
+
+static int hexval(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c |= 0x20;
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+static bool name_is(const char *s, size_t n, const char *lit, size_t litlen)
+{
+    return n == litlen && strncasecmp(s, lit, n) == 0;
+}
+
+#define NAME_IS(s, n, lit) name_is((s), (n), (lit), sizeof(lit) - 1)
+
+static int fail(struct http1_parser *p, int status, const char *reason)
+{
+    if (p->kind == HTTP1_RESPONSE)
+        status = 502;
+    p->err_status = status;
+    p->err_reason = reason;
+    p->state = ST_ERROR;
+    return STEP_ERR;
+}
+
+/* Callback results: 0 go on, 1 (any positive) pause, negative abort. */
+static int cb_result(struct http1_parser *p, int rc)
+{
+    if (rc < 0) {
+        p->err_status = 500;
+        p->err_reason = "aborted by the caller";
+        p->state = ST_ERROR;
+        return STEP_ERR;
+    }
+    return rc > 0 ? STEP_PAUSE : STEP_CONT;
+}
+
+/* ---- head: scanning lines as they arrive ---- */
+
+/*
+ * Checks one complete line (n bytes, the last one LF) of a head being received: CRLF exactly,
+ * no other CR, no leading whitespace on field lines, the field count cap.
+ */
+static enum line_kind line_check(struct http1_parser *p, const char *line, size_t n)
+{
+    if (n < 2 || line[n - 2] != '\r') {
+        fail(p, 400, "LF without CR in head");
+        return LINE_ERR;
+    }
+    if (memchr(line, '\r', n - 2) != NULL) {
+        fail(p, 400, "CR without LF in head");
+        return LINE_ERR;
+    }
+    if (n == 2)
+        return p->nlines == 0 ? LINE_LEAD : LINE_END;
+    if (p->nlines > 0 && is_ows((unsigned char)line[0])) {
+        fail(p, 400, "head line starts with whitespace (obs-fold)");
+        return LINE_ERR;
+    }
+    if (p->nlines++ > VG_HEAD_MAX_FIELDS) {
+        fail(p, 431, "too many header fields");
+        return LINE_ERR;
+    }
+    return LINE_CONT;
+}
+
+/* A CR inside the unfinished part of a line can only be valid as its last byte. */
+static int tail_check(struct http1_parser *p, const char *s, size_t n)
+{
+    if (n > 1 && memchr(s, '\r', n - 1) != NULL)
+        return fail(p, 400, "CR without LF in head");
+    return 0;
+}
+
+static int buf_append(struct http1_parser *p, const char *s, size_t n)
+{
+    size_t need = (size_t)p->blen + n;
+
+    if (need + p->lead > VG_HEAD_MAX_BYTES)
+        return fail(p, 431, "head too large");
+    if (need > p->bcap) {
+        size_t cap = p->bcap ? p->bcap : 1024;
+        char *nb;
+
+        while (cap < need)
+            cap *= 2;
+        if (cap > VG_HEAD_MAX_BYTES)
+            cap = VG_HEAD_MAX_BYTES;
+        nb = realloc(p->buf, cap);
+        if (nb == NULL)
+            return fail(p, 431, "out of memory for head");
+        p->buf = nb;
+        p->bcap = (uint32_t)cap;
+    }
+    memcpy(p->buf + p->blen, s, n);
+    p->blen = (uint32_t)need;
+    return 0;
+}
+
+static int head_complete(struct http1_parser *p, const char *h, size_t n);
+
+/* Head bytes when nothing is buffered: scan data in place, buffer only an unfinished head. */
+static int head_direct(struct http1_parser *p, const char *data, size_t len, size_t *pos)
+{
+    size_t start = *pos, ls = *pos;
+
+    for (;;) {
+        const char *lf = memchr(data + ls, '\n', len - ls);
+        size_t end;
+
+        if (lf == NULL) {
+            if (tail_check(p, data + ls, len - ls) < 0)
+                return STEP_ERR;
+            if (len > start) {
+                if (buf_append(p, data + start, len - start) < 0)
+                    return STEP_ERR;
+                p->line_start = (uint32_t)(ls - start);
+            }
+            *pos = len;
+            return STEP_MORE;
+        }
+        end = (size_t)(lf - data) + 1;
+        if (end - start + p->lead > VG_HEAD_MAX_BYTES)
+            return fail(p, 431, "head too large");
+        switch (line_check(p, data + ls, end - ls)) {
+        case LINE_ERR:
+            return STEP_ERR;
+        case LINE_LEAD:
+            p->lead += 2;
+            start = end;
+            break;
+        case LINE_END:
+            *pos = end;
+            return head_complete(p, data + start, end - start);
+        case LINE_CONT:
+            break;
+        }
+        ls = end;
+    }
+}
+
+/* Head bytes when part of the head is buffered: append line by line, never beyond the head. */
+static int head_buffered(struct http1_parser *p, const char *data, size_t len, size_t *pos)
+{
+    while (*pos < len) {
+        const char *lf = memchr(data + *pos, '\n', len - *pos);
+        size_t seg = lf ? (size_t)(lf - data) + 1 - *pos : len - *pos;
+        uint32_t old = p->blen;
+        enum line_kind k;
+
+        if (buf_append(p, data + *pos, seg) < 0)
+            return STEP_ERR;
+        *pos += seg;
+        if (lf == NULL) {
+            size_t from = old > p->line_start ? old - 1 : p->line_start;
+
+            return tail_check(p, p->buf + from, p->blen - from) < 0 ? STEP_ERR : STEP_MORE;
+        }
+        k = line_check(p, p->buf + p->line_start, p->blen - p->line_start);
+        if (k == LINE_ERR)
+            return STEP_ERR;
+        if (k == LINE_END)
+            return head_complete(p, p->buf, p->blen);
+        if (k == LINE_LEAD) {
+            /* only an empty line can be buffered before the start line: drop it */
+            p->lead += 2;
+            p->blen = 0;
+            p->line_start = 0;
+            return STEP_CONT;
+        }
+        p->line_start = p->blen;
+    }
+    return STEP_MORE;
+}
+
+static int feed_head(struct http1_parser *p, const char *data, size_t len, size_t *pos)
+{
+    if (*pos >= len)
+        return STEP_MORE;
+    if (p->blen == 0)
+        return head_direct(p, data, len, pos);
+    return head_buffered(p, data, len, pos);
+}
+
+/* ---- head: parsing a complete head ---- */
+
+/* Content-Length: 0|[1-9][0-9]{0,15} */
+static int parse_cl(const char *v, size_t n, uint64_t *out)
+{
+    uint64_t x = 0;
+
+    if (n == 0 || n > 16 || (v[0] == '0' && n > 1))
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9')
+            return -1;
+        x = x * 10 + (uint64_t)(v[i] - '0');
+    }
+    *out = x;
+    return 0;
+}
+
+static bool all_vchar(const char *s, size_t n)
+{
+    return span(s, n, C_VCHAR) == n;
+}
+
+static bool all_tchar(const char *s, size_t n)
+{
+    return span(s, n, C_TCHAR) == n;
+}
+
+/*
+ * A comma-separated list (RFC 9110 §5.6.1) of tokens (or, with slash, protocol names
+ * token["/"token]). Sets the Connection option flags it finds. -1 when an element is not one.
+ */
+static int parse_token_list(const char *v, size_t n, bool slash, struct head_info *hi)
+{
+    size_t i = 0;
+
+    while (i <= n) {
+        size_t s = i, e;
+
+        while (i < n && v[i] != ',')
+            i++;
+        e = i++;
+        while (s < e && is_ows((unsigned char)v[s]))
+            s++;
+        while (e > s && is_ows((unsigned char)v[e - 1]))
+            e--;
+        if (s == e)
+            continue;
+        if (slash) {
+            const char *sl = memchr(v + s, '/', e - s);
+            size_t a = sl ? (size_t)(sl - v) : e;
+
+            if (a == s || !all_tchar(v + s, a - s) ||
+                (sl != NULL && (a + 1 == e || !all_tchar(v + a + 1, e - a - 1))))
+                return -1;
+            continue;
+        }
+        if (!all_tchar(v + s, e - s))
+            return -1;
+        if (NAME_IS(v + s, e - s, "close"))
+            hi->conn_close = true;
+        else if (NAME_IS(v + s, e - s, "keep-alive"))
+            hi->conn_keepalive = true;
+        else if (NAME_IS(v + s, e - s, "upgrade"))
+            hi->conn_upgrade = true;
+    }
+    return 0;
+}
+
+/* The request-specific checks of one field (SPEC §4). */
+static int check_request_field(struct http1_parser *p, const char *name, size_t nlen, const char *v,
+                               size_t vlen, struct head_info *hi)
+{
+    uint64_t cl;
+
+    switch (nlen) {
+    case 4:
+        if (NAME_IS(name, nlen, "host")) {
+            char host[HOSTNAME_BUFSZ];
+            int port;
+
+            hi->nhost++;
+            if (http1_split_authority(v, vlen, host, sizeof(host), &port) < 0)
+                return fail(p, 400, "Host is not host[:port]");
+        }
+        break;
+    case 7:
+        if (NAME_IS(name, nlen, "upgrade")) {
+            hi->has_upgrade = true;
+            if (parse_token_list(v, vlen, true, hi) < 0)
+                return fail(p, 400, "bad Upgrade");
+        }
+        break;
+    case 10:
+        if (NAME_IS(name, nlen, "connection") && parse_token_list(v, vlen, false, hi) < 0)
+            return fail(p, 400, "bad Connection");
+        break;
+    case 14:
+        if (NAME_IS(name, nlen, "content-length")) {
+            if (++hi->ncl > 1)
+                return fail(p, 400, "duplicate Content-Length");
+            if (parse_cl(v, vlen, &cl) < 0)
+                return fail(p, 400, "bad Content-Length");
+            hi->cl = cl;
+        }
+        break;
+    case 17:
+        if (NAME_IS(name, nlen, "transfer-encoding")) {
+            if (++hi->nte > 1)
+                return fail(p, 400, "Transfer-Encoding other than chunked");
+            if (!NAME_IS(v, vlen, "chunked"))
+                return fail(p, 400, "Transfer-Encoding other than chunked");
+            hi->te_chunked = true;
+        }
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+/* The response checks of one field: framing and Connection only. */
+static int check_response_field(struct http1_parser *p, const char *name, size_t nlen,
+                                const char *v, size_t vlen, struct head_info *hi)
+{
+    uint64_t cl;
+
+    if (NAME_IS(name, nlen, "content-length")) {
+        if (hi->ncl++ > 0)
+            return fail(p, 502, "duplicate Content-Length");
+        if (parse_cl(v, vlen, &cl) < 0)
+            return fail(p, 502, "bad Content-Length");
+        hi->cl = cl;
+    } else if (NAME_IS(name, nlen, "transfer-encoding")) {
+        if (++hi->nte > 1 || !NAME_IS(v, vlen, "chunked"))
+            return fail(p, 502, "Transfer-Encoding other than chunked");
+        hi->te_chunked = true;
+    } else if (NAME_IS(name, nlen, "connection")) {
+        (void)parse_token_list(v, vlen, false, hi);
+    } else if (NAME_IS(name, nlen, "upgrade")) {
+        hi->has_upgrade = true;
+    }
+    return 0;
+}
+
+/* One field line (without CRLF): name ":" OWS value OWS. */
+static int parse_field(struct http1_parser *p, const char *l, size_t n, struct head_info *hi)
+{
+    size_t nlen = span(l, n, p->kind == HTTP1_REQUEST ? C_TNAME : C_TCHAR), vs, ve;
+    int rc;
+
+    if (nlen == n || l[nlen] != ':') {
+        if (nlen < n && l[nlen] == '_')
+            return fail(p, 400, "underscore in header name");
+        if (memchr(l, ':', n) == NULL)
+            return fail(p, 400, "header line without name or colon");
+        return fail(p, 400, "header name is not a token");
+    }
+    if (nlen == 0)
+        return fail(p, 400, "header line without name or colon");
+    vs = nlen + 1;
+    ve = n;
+    while (vs < ve && is_ows((unsigned char)l[vs]))
+        vs++;
+    while (ve > vs && is_ows((unsigned char)l[ve - 1]))
+        ve--;
+    if (span(l + vs, ve - vs, C_VALUE) != ve - vs)
+        return fail(p, 400, "control character in header value");
+    if (p->kind == HTTP1_REQUEST)
+        rc = check_request_field(p, l, nlen, l + vs, ve - vs, hi);
+    else
+        rc = check_response_field(p, l, nlen, l + vs, ve - vs, hi);
+    if (rc < 0)
+        return rc;
+    if (httphead_add(&p->msg.head, l, nlen, l + vs, ve - vs) < 0)
+        return fail(p, 431, "head too large");
+    return 0;
+}
+
+static int parse_version(const char *v, size_t n)
+{
+    if (n != 8 || memcmp(v, "HTTP/1.", 7) != 0)
+        return -1;
+    if (v[7] == '1')
+        return 1;
+    if (v[7] == '0')
+        return 0;
+    return -1;
+}
+
+/* Absolute-form: http(s)://authority[/path][?query], no userinfo. */
+static int check_absolute_target(struct http1_parser *p, const char *t, size_t n)
+{
+    const char *sep = memchr(t, ':', n);
+    char host[HOSTNAME_BUFSZ];
+    size_t slen, a, e;
+    int port;
+
+    if (sep == NULL)
+        return fail(p, 400, "bad request target");
+    slen = (size_t)(sep - t);
+    if (!NAME_IS(t, slen, "http") && !NAME_IS(t, slen, "https"))
+        return fail(p, 400, "bad request target");
+    if (n - slen < 3 || sep[1] != '/' || sep[2] != '/')
+        return fail(p, 400, "bad request target");
+    a = slen + 3;
+    for (e = a; e < n && t[e] != '/' && t[e] != '?' && t[e] != '#'; e++) {
+        if (t[e] == '@')
+            return fail(p, 400, "userinfo in request target");
+    }
+    if (http1_split_authority(t + a, e - a, host, sizeof(host), &port) < 0)
+        return fail(p, 400, "bad authority in request target");
+    return 0;
+}
+
+static int check_target(struct http1_parser *p, const char *m, size_t mlen, const char *t,
+                        size_t tlen)
+{
+    char host[HOSTNAME_BUFSZ];
+    int port;
+
+    if (NAME_IS(m, mlen, "CONNECT") && memcmp(m, "CONNECT", 7) == 0) {
+        if (http1_split_authority(t, tlen, host, sizeof(host), &port) < 0 || port == 0)
+            return fail(p, 400, "bad CONNECT target");
+        return 0;
+    }
+    if (t[0] == '/')
+        return 0;
+    if (tlen == 1 && t[0] == '*')
+        return mlen == 7 && memcmp(m, "OPTIONS", 7) == 0 ? 0 : fail(p, 400, "bad request target");
+    return check_absolute_target(p, t, tlen);
+}
+
+/* Request line: method SP request-target SP HTTP-version. */
+static int parse_request_line(struct http1_parser *p, const char *l, size_t n, struct head_info *hi)
+{
+    const char *sp1 = memchr(l, ' ', n), *sp2;
+    size_t mlen, tlen;
+
+    if (sp1 == NULL || sp1 == l)
+        return fail(p, 400, "bad request line");
+    mlen = (size_t)(sp1 - l);
+    if (!all_tchar(l, mlen))
+        return fail(p, 400, "method is not a token");
+    sp2 = memchr(sp1 + 1, ' ', n - mlen - 1);
+    if (sp2 == NULL || sp2 == sp1 + 1)
+        return fail(p, 400, "bad request line");
+    tlen = (size_t)(sp2 - sp1 - 1);
+    if (!all_vchar(sp1 + 1, tlen))
+        return fail(p, 400, "bad byte in request target");
+    hi->minor = parse_version(sp2 + 1, n - (size_t)(sp2 + 1 - l));
+    if (hi->minor < 0)
+        return fail(p, 400, "HTTP version other than 1.1 or 1.0");
+    if (check_target(p, l, mlen, sp1 + 1, tlen) < 0)
+        return STEP_ERR;
+    hi->method = l;
+    hi->mlen = mlen;
+    if (httphead_set_request_line(&p->msg.head, l, mlen, sp1 + 1, tlen, hi->minor) < 0)
+        return fail(p, 431, "head too large");
+    return 0;
+}
+
+/* Status line: HTTP-version SP 3DIGIT [SP reason-phrase]. */
+static int parse_status_line(struct http1_parser *p, const char *l, size_t n, struct head_info *hi)
+{
+    const char *reason = "";
+    size_t rlen = 0;
+
+    if (n < 12 || l[8] != ' ' || (hi->minor = parse_version(l, 8)) < 0)
+        return fail(p, 502, "bad status line");
+    for (int i = 9; i < 12; i++) {
+        if (l[i] < '0' || l[i] > '9')
+            return fail(p, 502, "bad status code");
+    }
+    hi->status = (l[9] - '0') * 100 + (l[10] - '0') * 10 + (l[11] - '0');
+    if (hi->status < 100 || hi->status > 599)
+        return fail(p, 502, "bad status code");
+    if (n > 12) {
+        if (l[12] != ' ')
+            return fail(p, 502, "bad status line");
+        reason = l + 13;
+        rlen = n - 13;
+        for (size_t i = 0; i < rlen; i++) {
+            if (!is_value_byte((unsigned char)reason[i]))
+                return fail(p, 502, "control character in reason phrase");
+        }
+    }
+    if (httphead_set_status_line(&p->msg.head, hi->minor, hi->status, reason, rlen) < 0)
+        return fail(p, 502, "head too large");
+    return 0;
+}
+
+static int on_llhttp_headers_complete(llhttp_t *lp)
+{
+    return HPE_PAUSED;
+}
+
+static const llhttp_settings_t llhttp_cfg = {
+    .on_headers_complete = on_llhttp_headers_complete,
+};
+
+/*
+ * Second opinion: llhttp in strict mode must parse the same bytes as a head that ends exactly
+ * where ours does, with the same version, status and framing.
+ */
+static int llhttp_agrees(struct http1_parser *p, const char *h, size_t n,
+                         const struct head_info *hi)
+{
+    llhttp_t lp;
+    llhttp_errno_t e;
+
+    llhttp_init(&lp, p->kind == HTTP1_REQUEST ? HTTP_REQUEST : HTTP_RESPONSE, &llhttp_cfg);
+    e = llhttp_execute(&lp, h, n);
+    if (e == HPE_INVALID_METHOD)
+        return fail(p, 501, "method not implemented");
+    if (e != HPE_PAUSED || llhttp_get_error_pos(&lp) != h + n)
+        return fail(p, 400, "malformed head");
+    if (lp.http_major != 1 || lp.http_minor != hi->minor)
+        return fail(p, 400, "malformed head");
+    if (p->kind == HTTP1_RESPONSE)
+        return lp.status_code == hi->status ? 0 : fail(p, 502, "malformed head");
+    if (((lp.flags & F_CHUNKED) != 0) != hi->te_chunked ||
+        ((lp.flags & F_CONTENT_LENGTH) != 0) != (hi->ncl > 0) ||
+        (hi->ncl > 0 && lp.content_length != hi->cl))
+        return fail(p, 400, "malformed head");
+    return 0;
+}
+
+static int request_framing(struct http1_parser *p, const struct head_info *hi)
+{
+    struct http1_msg *m = &p->msg;
+    bool connect = hi->mlen == 7 && memcmp(hi->method, "CONNECT", 7) == 0;
+
+    if (hi->nte > 0 && hi->ncl > 0)
+        return fail(p, 400, "both Content-Length and Transfer-Encoding");
+    if (hi->nte > 0 && hi->minor == 0)
+        return fail(p, 400, "Transfer-Encoding on HTTP/1.0");
+    if (hi->nhost > 1)
+        return fail(p, 400, "more than one Host");
+    if (hi->nhost == 0 && hi->minor == 1)
+        return fail(p, 400, "no Host");
+    if (connect && (hi->nte > 0 || hi->cl > 0))
+        return fail(p, 400, "body on CONNECT");
+    m->body =
+        hi->te_chunked ? HTTP1_BODY_CHUNKED : (hi->ncl > 0 ? HTTP1_BODY_LENGTH : HTTP1_BODY_NONE);
+    m->content_length = hi->ncl > 0 ? hi->cl : 0;
+    m->upgrade = connect || (hi->has_upgrade && hi->conn_upgrade);
+    if (hi->minor == 1)
+        m->keep_alive = !hi->conn_close;
+    else
+        m->keep_alive = hi->conn_keepalive && !hi->conn_close;
+    return 0;
+}
+
+static int response_framing(struct http1_parser *p, const struct head_info *hi)
+{
+    struct http1_msg *m = &p->msg;
+    int s = hi->status;
+
+    if (hi->nte > 0 && hi->ncl > 0)
+        return fail(p, 502, "both Content-Length and Transfer-Encoding");
+    if (hi->nte > 0 && hi->minor == 0)
+        return fail(p, 502, "Transfer-Encoding on HTTP/1.0");
+    m->content_length = hi->ncl > 0 ? hi->cl : 0;
+    m->upgrade = s == 101 || (p->req_conn && s >= 200 && s < 300);
+    if (hi->minor == 1)
+        m->keep_alive = !hi->conn_close;
+    else
+        m->keep_alive = hi->conn_keepalive && !hi->conn_close;
+    if (s < 200 || s == 204 || s == 304 || p->req_head || m->upgrade)
+        m->body = HTTP1_BODY_NONE;
+    else if (hi->te_chunked)
+        m->body = HTTP1_BODY_CHUNKED;
+    else if (hi->ncl > 0)
+        m->body = HTTP1_BODY_LENGTH;
+    else {
+        m->body = HTTP1_BODY_EOF;
+        m->keep_alive = false;
+    }
+    return 0;
+}
+
+/* Parses a complete head (h..h+n ends with CRLFCRLF) into p->msg and calls on_head. */
+static int head_parse(struct http1_parser *p, const char *h, size_t n)
+{
+    struct head_info hi = {0};
+    const char *l = h, *end = h + n - 2;
+    int rc;
+
+    httphead_reset(&p->msg.head);
+    while (l < end) {
+        const char *lf = memchr(l, '\n', (size_t)(end - l));
+        size_t len = (size_t)(lf - l) - 1;
+
+        if (l == h)
+            rc = p->kind == HTTP1_REQUEST ? parse_request_line(p, l, len, &hi)
+                                          : parse_status_line(p, l, len, &hi);
+        else
+            rc = parse_field(p, l, len, &hi);
+        if (rc < 0)
+            return STEP_ERR;
+        l = lf + 1;
+    }
+    rc = p->kind == HTTP1_REQUEST ? request_framing(p, &hi) : response_framing(p, &hi);
+    if (rc < 0 || llhttp_agrees(p, h, n, &hi) < 0)
+        return STEP_ERR;
+    if (p->kind == HTTP1_REQUEST && hi.mlen == 5 && memcmp(hi.method, "TRACE", 5) == 0)
+        return fail(p, 405, "TRACE not allowed");
+    return 0;
+}
+
+static int head_complete(struct http1_parser *p, const char *h, size_t n)
+{
+    struct http1_msg *m = &p->msg;
+    bool final;
+
+    p->blen = 0;
+    p->line_start = 0;
+    p->lead = 0;
+    p->nlines = 0;
+    if (head_parse(p, h, n) < 0) {
+        httphead_reset(&m->head);
+        return STEP_ERR;
+    }
+    final = p->kind == HTTP1_REQUEST || m->head.status >= 200 || m->upgrade;
+    switch (m->body) {
+    case HTTP1_BODY_LENGTH:
+        p->remaining = m->content_length;
+        p->state = m->content_length > 0 ? ST_BODY_LENGTH : ST_DONE_PENDING;
+        break;
+    case HTTP1_BODY_CHUNKED:
+        p->state = ST_CHUNK_SIZE;
+        p->remaining = 0;
+        p->ndigits = 0;
+        p->tr_bytes = 0;
+        p->tr_fields = 0;
+        break;
+    case HTTP1_BODY_EOF:
+        p->state = ST_BODY_EOF;
+        break;
+    case HTTP1_BODY_NONE:
+        /* a 1xx: the final response is still to come, with no on_done in between */
+        p->state = final ? ST_DONE_PENDING : ST_HEAD;
+        break;
+    }
+    p->in_msg = final;
+    p->interim = !final;
+    return cb_result(p, p->cb.on_head ? p->cb.on_head(p->arg, m) : 0);
+}
+
+/* ---- bodies ---- */
+
+static int deliver(struct http1_parser *p, const char *data, size_t n)
+{
+    return cb_result(p, p->cb.on_body ? p->cb.on_body(p->arg, data, n) : 0);
+}
+
+static int finish_message(struct http1_parser *p)
+{
+    const struct http1_msg *m = &p->msg;
+
+    p->in_msg = false;
+    p->interim = false;
+    if (p->kind == HTTP1_RESPONSE) {
+        p->req_head = false;
+        p->req_conn = false;
+    }
+    if (m->upgrade)
+        p->state = ST_UPGRADED;
+    else if (!m->keep_alive)
+        p->state = ST_CLOSED;
+    else
+        p->state = ST_HEAD;
+    return cb_result(p, p->cb.on_done ? p->cb.on_done(p->arg) : 0);
+}
+
+static int feed_length(struct http1_parser *p, const char *data, size_t len, size_t *pos)
+{
+    size_t n = len - *pos;
+
+    if (n == 0)
+        return STEP_MORE;
+    if (n > p->remaining)
+        n = (size_t)p->remaining;
+    p->remaining -= n;
+    *pos += n;
+    if (p->remaining == 0)
+        p->state = ST_DONE_PENDING;
+    return deliver(p, data + *pos - n, n);
+}
+
+static int feed_eof_body(struct http1_parser *p, const char *data, size_t len, size_t *pos)
+{
+    size_t n = len - *pos;
+
+    if (n == 0)
+        return STEP_MORE;
+    *pos = len;
+    return deliver(p, data + len - n, n);
+}
+
+static bool ext_accepting(enum ext_state e)
+{
+    return e == EXT_START || e == EXT_NAME || e == EXT_TOKVAL || e == EXT_AFTER_Q;
+}
+
+/* One byte of a chunk extension; -1 when the grammar does not allow it. */
+static int ext_step(struct http1_parser *p, unsigned char c)
+{
+    bool ws = is_ows(c);
+
+    switch (p->ext) {
+    case EXT_START:
+    case EXT_BWS:
+    case EXT_AFTER_VAL:
+    case EXT_AFTER_Q:
+        if (c == ';')
+            p->ext = EXT_SEMI;
+        else if (ws)
+            p->ext = p->ext == EXT_START ? EXT_BWS : (p->ext == EXT_BWS ? EXT_BWS : EXT_AFTER_VAL);
+        else
+            return -1;
+        return 0;
+    case EXT_SEMI:
+        if (is_tchar(c))
+            p->ext = EXT_NAME;
+        else if (!ws)
+            return -1;
+        return 0;
+    case EXT_NAME:
+    case EXT_NAME_BWS:
+        if (c == '=')
+            p->ext = EXT_EQ;
+        else if (c == ';')
+            p->ext = EXT_SEMI;
+        else if (ws)
+            p->ext = EXT_NAME_BWS;
+        else if (!is_tchar(c) || p->ext == EXT_NAME_BWS)
+            return -1;
+        return 0;
+    case EXT_EQ:
+        if (c == '"')
+            p->ext = EXT_QSTR;
+        else if (is_tchar(c))
+            p->ext = EXT_TOKVAL;
+        else if (!ws)
+            return -1;
+        return 0;
+    case EXT_TOKVAL:
+        if (c == ';')
+            p->ext = EXT_SEMI;
+        else if (ws)
+            p->ext = EXT_AFTER_VAL;
+        else if (!is_tchar(c))
+            return -1;
+        return 0;
+    case EXT_QSTR:
+        if (c == '"')
+            p->ext = EXT_AFTER_Q;
+        else if (c == '\\')
+            p->ext = EXT_QESC;
+        else if (!is_value_byte(c))
+            return -1;
+        return 0;
+    case EXT_QESC:
+        if (!is_value_byte(c))
+            return -1;
+        p->ext = EXT_QSTR;
+        return 0;
+    }
+    return -1;
+}
+
+/* Trailer section: field lines checked like head lines, then dropped. */
+static int trailer_step(struct http1_parser *p, unsigned char c)
+{
+    if (++p->tr_bytes > VG_HEAD_MAX_BYTES)
+        return fail(p, 431, "trailer section too large");
+    switch (p->state) {
+    case ST_TRAILER_START:
+        if (c == '\r') {
+            p->state = ST_TRAILER_END_LF;
+        } else if (is_tchar(c) && (c != '_' || p->kind == HTTP1_RESPONSE)) {
+            if (++p->tr_fields > VG_HEAD_MAX_FIELDS)
+                return fail(p, 431, "too many trailer fields");
+            p->state = ST_TRAILER_NAME;
+        } else {
+            return fail(p, 400, "bad trailer line");
+        }
+        return 0;
+    case ST_TRAILER_NAME:
+        if (c == ':')
+            p->state = ST_TRAILER_VALUE;
+        else if (!is_tchar(c) || (c == '_' && p->kind == HTTP1_REQUEST))
+            return fail(p, 400, "bad trailer name");
+        return 0;
+    case ST_TRAILER_VALUE:
+        if (c == '\r')
+            p->state = ST_TRAILER_LF;
+        else if (c == '\n')
+            return fail(p, 400, "LF without CR in trailer");
+        else if (!is_value_byte(c))
+            return fail(p, 400, "control character in trailer");
+        return 0;
+    case ST_TRAILER_LF:
+        if (c != '\n')
+            return fail(p, 400, "CR without LF in trailer");
+        p->state = ST_TRAILER_START;
+        return 0;
+    case ST_TRAILER_END_LF:
+        if (c != '\n')
+            return fail(p, 400, "CR without LF in trailer");
+        p->state = ST_DONE_PENDING;
+        return 0;
+    default:
+        return fail(p, 400, "internal state");
+    }
+}
+
+/* Chunk-size line: 1*16HEXDIG [chunk-ext] CRLF. */
+static int chunk_line_step(struct http1_parser *p, unsigned char c)
+{
+    int v;
+
+    switch (p->state) {
+    case ST_CHUNK_SIZE:
+        v = hexval(c);
+        if (v >= 0) {
+            if (++p->ndigits > MAX_CHUNK_DIGITS)
+                return fail(p, 400, "chunk size too long");
+            p->remaining = (p->remaining << 4) | (uint64_t)v;
+            return 0;
+        }
+        if (p->ndigits == 0)
+            return fail(p, 400, "bad chunk size");
+        p->state = ST_CHUNK_EXT;
+        p->ext = EXT_START;
+        p->ext_len = 0;
+        /* c is the first byte after the digits */
+        __attribute__((fallthrough));
+    case ST_CHUNK_EXT:
+        if (c == '\r') {
+            if (!ext_accepting(p->ext))
+                return fail(p, 400, "bad chunk extension");
+            p->state = ST_CHUNK_SIZE_LF;
+            return 0;
+        }
+        if (c == '\n')
+            return fail(p, 400, "LF without CR in chunk line");
+        if (++p->ext_len > VG_CHUNK_EXT_MAX)
+            return fail(p, 400, "chunk extensions too long");
+        if (ext_step(p, c) < 0)
+            return fail(p, 400, "bad chunk extension");
+        return 0;
+    case ST_CHUNK_SIZE_LF:
+        if (c != '\n')
+            return fail(p, 400, "CR without LF in chunk line");
+        p->ndigits = 0;
+        p->state = p->remaining == 0 ? ST_TRAILER_START : ST_CHUNK_DATA;
+        return 0;
+    case ST_CHUNK_DATA_CR:
+        if (c != '\r')
+            return fail(p, 400, "chunk data not followed by CRLF");
+        p->state = ST_CHUNK_DATA_LF;
+        return 0;
+    case ST_CHUNK_DATA_LF:
+        if (c != '\n')
+            return fail(p, 400, "chunk data not followed by CRLF");
+        p->state = ST_CHUNK_SIZE;
+        p->remaining = 0;
+        return 0;
+    default:
+        return trailer_step(p, c);
+    }
+}
+
+static int feed_chunked(struct http1_parser *p, const char *data, size_t len, size_t *pos)
+{
+    while (*pos < len) {
+        if (p->state == ST_CHUNK_DATA) {
+            size_t n = len - *pos;
+
+            if (n > p->remaining)
+                n = (size_t)p->remaining;
+            p->remaining -= n;
+            *pos += n;
+            if (p->remaining == 0)
+                p->state = ST_CHUNK_DATA_CR;
+            return deliver(p, data + *pos - n, n);
+        }
+        if (chunk_line_step(p, (unsigned char)data[(*pos)++]) < 0)
+            return STEP_ERR;
+        if (p->state == ST_DONE_PENDING || p->state == ST_CHUNK_DATA)
+            return STEP_CONT;
+    }
+    return STEP_MORE;
+}
+
+/* ---- public parser API ---- */
+
+struct http1_parser *http1_parser_new(enum http1_kind kind, const struct http1_callbacks *cb,
+                                      void *arg)
+{
+    struct http1_parser *p = calloc(1, sizeof(*p));
+
+    if (p == NULL)
+        return NULL;
+    p->kind = kind;
+    if (cb != NULL)
+        p->cb = *cb;
+    p->arg = arg;
+    httphead_init(&p->msg.head);
+    return p;
+}
+
+void http1_parser_free(struct http1_parser **pp)
+{
+    struct http1_parser *p;
+
+    if (pp == NULL || *pp == NULL)
+        return;
+    p = *pp;
+    httphead_reset(&p->msg.head);
+    if (p->buf != NULL)
+        explicit_bzero(p->buf, p->bcap);
+    free(p->buf);
+    free(p);
+    *pp = NULL;
+}
+
+void http1_parser_reset(struct http1_parser *p)
+{
+    httphead_reset(&p->msg.head);
+    if (p->buf != NULL)
+        explicit_bzero(p->buf, p->bcap);
+    free(p->buf);
+    p->buf = NULL;
+    p->blen = p->bcap = 0;
+    p->line_start = p->lead = p->nlines = 0;
+    p->remaining = 0;
+    p->in_msg = false;
+    p->interim = false;
+    p->msg.body = HTTP1_BODY_NONE;
+    p->msg.content_length = 0;
+    p->msg.keep_alive = false;
+    p->msg.upgrade = false;
+    /* a connection that ended, or failed, stays stopped */
+    if (p->state != ST_CLOSED && p->state != ST_ERROR)
+        p->state = ST_HEAD;
+}
+
+void http1_parser_set_request_method(struct http1_parser *p, const char *method)
+{
+    p->req_head = method != NULL && strcmp(method, "HEAD") == 0;
+    p->req_conn = method != NULL && strcmp(method, "CONNECT") == 0;
+}
+
+ssize_t http1_feed(struct http1_parser *p, const char *data, size_t len)
+{
+    size_t pos = 0;
+
+    for (;;) {
+        int rc;
+
+        switch (p->state) {
+        case ST_ERROR:
+            return -1;
+        case ST_UPGRADED:
+        case ST_CLOSED:
+            return (ssize_t)pos;
+        case ST_HEAD:
+            rc = feed_head(p, data, len, &pos);
+            break;
+        case ST_DONE_PENDING:
+            rc = finish_message(p);
+            break;
+        case ST_BODY_LENGTH:
+            rc = feed_length(p, data, len, &pos);
+            break;
+        case ST_BODY_EOF:
+            rc = feed_eof_body(p, data, len, &pos);
+            break;
+        default:
+            rc = feed_chunked(p, data, len, &pos);
+            break;
+        }
+        if (rc == STEP_ERR)
+            return -1;
+        if (rc == STEP_MORE || rc == STEP_PAUSE)
+            return (ssize_t)pos;
+    }
+}
+
+int http1_feed_eof(struct http1_parser *p)
+{
+    switch (p->state) {
+    case ST_ERROR:
+        return -1;
+    case ST_UPGRADED:
+    case ST_CLOSED:
+        return 0;
+    case ST_HEAD:
+        if (p->blen == 0 && !p->interim)
+            return 0;
+        fail(p, 400, "connection closed inside a head");
+        return -1;
+    case ST_DONE_PENDING:
+    case ST_BODY_EOF:
+        p->msg.keep_alive = false;
+        p->msg.upgrade = false;
+        if (finish_message(p) == STEP_ERR)
+            return -1;
+        p->state = ST_CLOSED;
+        return 0;
+    default:
+        fail(p, 400, "connection closed inside a body");
+        return -1;
+    }
+}
+
+int http1_error(const struct http1_parser *p, const char **reason)
+{
+    if (reason != NULL)
+        *reason = p->err_reason != NULL ? p->err_reason : "no error";
+    return p->err_status;
+}
+
+bool http1_in_message(const struct http1_parser *p)
+{
+    return p->in_msg;
+}
+
+/* ---- hop-by-hop fields ---- */
+
+static const struct {
+    const char *name;
+    size_t len;
+} hop_fields[] = {
+#define HOP(s)                                                                                     \
+    {                                                                                              \
+        s, sizeof(s) - 1                                                                           \
+    }
+    HOP("Connection"), HOP("Keep-Alive"), HOP("Proxy-Connection"), HOP("Proxy-Authorization"),
+    HOP("TE"),         HOP("Trailer"),    HOP("Content-Length"),   HOP("Transfer-Encoding"),
+#undef HOP
+};
+
+/*
+ * Removes the fields named by the Connection options. Host is never removed this way (it is
+ * meant for every hop, and dropping it would change the routing of the forwarded request), nor
+ * Upgrade when it is kept. Returns whether `upgrade` was among the options.
+ */
+static bool strip_connection_options(struct http_head *h, bool keep_upgrade)
+{
+    char stack[512], *buf = stack, *w;
+    size_t total = 1;
+    bool upgrade = false;
+
+    for (size_t i = 0; i < h->nfields; i++) {
+        if (NAME_IS(h->fields[i].name, h->fields[i].name_len, "connection"))
+            total += h->fields[i].value_len + 1;
+    }
+    if (total > sizeof(stack) && (buf = malloc(total)) == NULL)
+        return false;
+    w = buf;
+    for (size_t i = 0; i < h->nfields; i++) {
+        if (NAME_IS(h->fields[i].name, h->fields[i].name_len, "connection")) {
+            memcpy(w, h->fields[i].value, h->fields[i].value_len);
+            w += h->fields[i].value_len;
+            *w++ = ',';
+        }
+    }
+    *w = '\0';
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        size_t n;
+
+        while (is_ows((unsigned char)*tok))
+            tok++;
+        n = strlen(tok);
+        while (n > 0 && is_ows((unsigned char)tok[n - 1]))
+            tok[--n] = '\0';
+        if (n == 0 || !all_tchar(tok, n) || NAME_IS(tok, n, "host"))
+            continue;
+        if (NAME_IS(tok, n, "upgrade")) {
+            upgrade = true;
+            if (keep_upgrade)
+                continue;
+        }
+        httphead_remove(h, tok);
+    }
+    if (buf != stack)
+        free(buf);
+    return upgrade;
+}
+
+#define NHOP (sizeof(hop_fields) / sizeof(hop_fields[0]))
+
+/* One bit per hop_fields entry present in h (bit NHOP: Upgrade), in one pass over the fields. */
+static unsigned hop_present(const struct http_head *h)
+{
+    unsigned bits = 0;
+
+    for (size_t i = 0; i < h->nfields; i++) {
+        const struct http_field *f = &h->fields[i];
+
+        for (size_t j = 0; j < NHOP; j++) {
+            if (name_is(f->name, f->name_len, hop_fields[j].name, hop_fields[j].len))
+                bits |= 1u << j;
+        }
+        if (NAME_IS(f->name, f->name_len, "upgrade"))
+            bits |= 1u << NHOP;
+    }
+    return bits;
+}
+
+void http1_strip_hop_by_hop(struct http_head *h, bool keep_upgrade)
+{
+    unsigned bits = hop_present(h);
+    bool upgrade = (bits & 1) != 0 && strip_connection_options(h, keep_upgrade);
+
+    for (size_t j = 0; j < NHOP; j++) {
+        if (bits & (1u << j))
+            httphead_remove(h, hop_fields[j].name);
+    }
+    if (!keep_upgrade && (bits & (1u << NHOP)))
+        httphead_remove(h, "Upgrade");
+    else if (upgrade && httphead_count(h, "Upgrade") > 0)
+        (void)httphead_add(h, "Connection", 10, "upgrade", 7);
+}
+
+/* ---- serialisers ---- */
+
+/* Room for "Transfer-Encoding: chunked\r\n" or "Content-Length: <20 digits>\r\n". */
+#define FRAMING_MAX 48
+#define CLOSE_LINE  "Connection: close\r\n"
+
+static const struct {
+    int status;
+    const char *reason;
+} reasons[] = {
+    {100, "Continue"},
+    {101, "Switching Protocols"},
+    {103, "Early Hints"},
+    {200, "OK"},
+    {201, "Created"},
+    {202, "Accepted"},
+    {204, "No Content"},
+    {206, "Partial Content"},
+    {301, "Moved Permanently"},
+    {302, "Found"},
+    {303, "See Other"},
+    {304, "Not Modified"},
+    {307, "Temporary Redirect"},
+    {308, "Permanent Redirect"},
+    {400, "Bad Request"},
+    {401, "Unauthorized"},
+    {403, "Forbidden"},
+    {404, "Not Found"},
+    {405, "Method Not Allowed"},
+    {408, "Request Timeout"},
+    {409, "Conflict"},
+    {411, "Length Required"},
+    {413, "Content Too Large"},
+    {414, "URI Too Long"},
+    {417, "Expectation Failed"},
+    {421, "Misdirected Request"},
+    {426, "Upgrade Required"},
+    {429, "Too Many Requests"},
+    {431, "Request Header Fields Too Large"},
+    {500, "Internal Server Error"},
+    {501, "Not Implemented"},
+    {502, "Bad Gateway"},
+    {503, "Service Unavailable"},
+    {504, "Gateway Timeout"},
+    {505, "HTTP Version Not Supported"},
+};
+
+static const char *reason_for(int status)
+{
+    for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {
+        if (reasons[i].status == status)
+            return reasons[i].reason;
+    }
+    return "";
+}
+
+static bool value_ok(const char *v, size_t n)
+{
+    return span(v, n, C_VALUE) == n;
+}
+
+/* Framing fields are always the writer's; Connection is too when the writer adds close. */
+static bool field_skipped(const struct http_field *f, bool skip_connection)
+{
+    return NAME_IS(f->name, f->name_len, "content-length") ||
+           NAME_IS(f->name, f->name_len, "transfer-encoding") ||
+           (skip_connection && NAME_IS(f->name, f->name_len, "connection"));
+}
+
+/* Bytes the fields of h take on the wire; 0 with *bad set when one would break the framing. */
+static size_t fields_size(const struct http_head *h, bool skip_connection, bool *bad)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < h->nfields; i++) {
+        const struct http_field *f = &h->fields[i];
+
+        if (f->name_len == 0 || !all_tchar(f->name, f->name_len) ||
+            !value_ok(f->value, f->value_len)) {
+            *bad = true;
+            return 0;
+        }
+        if (!field_skipped(f, skip_connection))
+            n += f->name_len + f->value_len + 4;
+    }
+    return n;
+}
+
+static char *put(char *w, const char *s, size_t n)
+{
+    memcpy(w, s, n);
+    return w + n;
+}
+
+static char *put_fields(char *w, const struct http_head *h, bool skip_connection)
+{
+    for (size_t i = 0; i < h->nfields; i++) {
+        const struct http_field *f = &h->fields[i];
+
+        if (field_skipped(f, skip_connection))
+            continue;
+        w = put(w, f->name, f->name_len);
+        *w++ = ':';
+        if (f->value_len > 0) {
+            *w++ = ' ';
+            w = put(w, f->value, f->value_len);
+        }
+        w = put(w, "\r\n", 2);
+    }
+    return w;
+}
+
+static char *put_framing(char *w, enum http1_body body, uint64_t content_length)
+{
+    if (body == HTTP1_BODY_LENGTH)
+        w += sprintf(w, "Content-Length: %llu\r\n", (unsigned long long)content_length);
+    else if (body == HTTP1_BODY_CHUNKED)
+        w = put(w, "Transfer-Encoding: chunked\r\n", 28);
+    return w;
+}
+
+/* Reserves n contiguous bytes at the end of out; commit with commit_space. */
+static char *reserve(struct evbuffer *out, size_t n, struct evbuffer_iovec *v)
+{
+    if (evbuffer_reserve_space(out, (ev_ssize_t)n, v, 1) != 1 || v->iov_len < n)
+        return NULL;
+    return v->iov_base;
+}
+
+static int commit_space(struct evbuffer *out, struct evbuffer_iovec *v, const char *end)
+{
+    v->iov_len = (size_t)(end - (const char *)v->iov_base);
+    return evbuffer_commit_space(out, v, 1) == 0 ? 0 : -1;
+}
+
+int http1_write_request_head(struct evbuffer *out, const struct http_head *h, enum http1_body body,
+                             uint64_t content_length)
+{
+    struct evbuffer_iovec v;
+    size_t mlen, n;
+    bool bad = false;
+    char *w;
+
+    if (h->method == NULL || h->target == NULL || body == HTTP1_BODY_EOF)
+        return -1;
+    mlen = strlen(h->method);
+    if (mlen == 0 || !all_tchar(h->method, mlen) || h->target_len == 0 ||
+        !all_vchar(h->target, h->target_len))
+        return -1;
+    n = fields_size(h, false, &bad);
+    if (bad)
+        return -1;
+    n += mlen + h->target_len + 12 + FRAMING_MAX + 2;
+    if ((w = reserve(out, n, &v)) == NULL)
+        return -1;
+    w = put(w, h->method, mlen);
+    *w++ = ' ';
+    w = put(w, h->target, h->target_len);
+    w = put(w, " HTTP/1.1\r\n", 11);
+    w = put_fields(w, h, false);
+    w = put_framing(w, body, content_length);
+    w = put(w, "\r\n", 2);
+    return commit_space(out, &v, w);
+}
+
+int http1_write_response_head(struct evbuffer *out, const struct http_head *h, enum http1_body body,
+                              uint64_t content_length, bool close)
+{
+    struct evbuffer_iovec v;
+    const char *reason =
+        h->reason != NULL && h->reason[0] != '\0' ? h->reason : reason_for(h->status);
+    size_t rlen = strlen(reason), n;
+    bool bad = false;
+    char *w;
+
+    if (h->status < 100 || h->status > 599 || !value_ok(reason, rlen))
+        return -1;
+    /* RFC 9110 §8.6, §6.4.1: no framing fields on 1xx and 204 */
+    if (h->status < 200 || h->status == 204)
+        body = HTTP1_BODY_NONE;
+    if (body == HTTP1_BODY_EOF)
+        close = true;
+    n = fields_size(h, close, &bad);
+    if (bad)
+        return -1;
+    n += 13 + rlen + 2 + FRAMING_MAX + sizeof(CLOSE_LINE) + 2;
+    if ((w = reserve(out, n, &v)) == NULL)
+        return -1;
+    w += sprintf(w, "HTTP/1.1 %03d ", h->status);
+    w = put(w, reason, rlen);
+    w = put(w, "\r\n", 2);
+    w = put_fields(w, h, close);
+    w = put_framing(w, body, content_length);
+    if (close)
+        w = put(w, CLOSE_LINE, sizeof(CLOSE_LINE) - 1);
+    w = put(w, "\r\n", 2);
+    return commit_space(out, &v, w);
+}
+
+int http1_write_chunk(struct evbuffer *out, const char *data, size_t len)
+{
+    struct evbuffer_iovec v;
+    char *w;
+
+    if (len == 0) /* a zero-size chunk would end the body */
+        return 0;
+    if ((w = reserve(out, len + 16 + 4, &v)) == NULL)
+        return -1;
+    w += sprintf(w, "%zx\r\n", len);
+    w = put(w, data, len);
+    w = put(w, "\r\n", 2);
+    return commit_space(out, &v, w);
+}
+
+int http1_write_last_chunk(struct evbuffer *out)
+{
+    return evbuffer_add(out, "0\r\n\r\n", 5);
+}
+
+/* RFC 9209 error types are sf-tokens; ours are lower-case names like http_request_denied. */
+static bool error_type_ok(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > 64 || !((s[0] >= 'a' && s[0] <= 'z')))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* details as printable ASCII only; quoted adds sf-string escapes for '"' and '\'. */
+static void put_details(struct evbuffer *b, const char *s, bool quoted)
+{
+    for (; *s != '\0'; s++) {
+        char c = (unsigned char)*s >= 0x20 && (unsigned char)*s < 0x7f ? *s : '?';
+
+        if (quoted && (c == '"' || c == '\\'))
+            evbuffer_add(b, "\\", 1);
+        evbuffer_add(b, &c, 1);
+    }
+}
+
+int http1_write_error(struct evbuffer *out, int status, const char *error_type, const char *details,
+                      const char *host, bool close)
+{
+    struct evbuffer *body = NULL, *head = NULL;
+    char norm[HOSTNAME_BUFSZ], line[64];
+    int rc = -1;
+
+    if (status < 100 || status > 599 || (error_type != NULL && !error_type_ok(error_type)))
+        goto cleanup;
+    if (host != NULL && hostname_normalize(host, strlen(host), norm, sizeof(norm)) < 0)
+        host = NULL;
+    else if (host != NULL)
+        host = norm;
+    if ((body = evbuffer_new()) == NULL || (head = evbuffer_new()) == NULL)
+        goto cleanup;
+    evbuffer_add_printf(body, "vaultgate: %d ", status);
+    if (details != NULL)
+        put_details(body, details, false);
+    else
+        evbuffer_add_printf(body, "%s", reason_for(status));
+    if (host != NULL)
+        evbuffer_add_printf(body, ": %s", host);
+    evbuffer_add(body, "\n", 1);
+
+    evbuffer_add_printf(head, "HTTP/1.1 %03d %s\r\nProxy-Status: vaultgate", status,
+                        reason_for(status));
+    if (error_type != NULL)
+        evbuffer_add_printf(head, "; error=%s", error_type);
+    if (details != NULL) {
+        evbuffer_add(head, "; details=\"", 11);
+        put_details(head, details, true);
+        evbuffer_add(head, "\"", 1);
+    }
+    snprintf(line, sizeof(line), "\r\nContent-Length: %zu\r\n", evbuffer_get_length(body));
+    evbuffer_add_printf(head, "\r\nContent-Type: text/plain; charset=utf-8%s", line);
+    evbuffer_add(head, "Cache-Control: no-store\r\n", 25);
+    if (close)
+        evbuffer_add(head, CLOSE_LINE, sizeof(CLOSE_LINE) - 1);
+    evbuffer_add(head, "\r\n", 2);
+    if (evbuffer_add_buffer(head, body) != 0 || evbuffer_add_buffer(out, head) != 0)
+        goto cleanup;
+    rc = 0;
+cleanup:
+    if (body != NULL)
+        evbuffer_free(body);
+    if (head != NULL)
+        evbuffer_free(head);
+    return rc;
+}
+
+/* ---- authority ---- */
+
+static int parse_port(const char *s, size_t n, int *port)
+{
+    int v = 0;
+
+    if (n == 0 || n > 5)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < 1 || v > 65535)
+        return -1;
+    *port = v;
+    return 0;
+}
+
+int http1_split_authority(const char *value, size_t len, char *host, size_t hostsz, int *port)
+{
+    char norm[HOSTNAME_BUFSZ];
+    const char *colon;
+    size_t hlen;
+    int kind, pt = 0;
+
+    if (value == NULL || len == 0 || len > VG_HOST_MAX + 8 || hostsz < HOSTNAME_BUFSZ ||
+        !all_vchar(value, len) || memchr(value, '@', len) != NULL ||
+        memchr(value, ',', len) != NULL)
+        return -1;
+    if (value[0] == '[') {
+        const char *rb = memchr(value, ']', len);
+
+        if (rb == NULL)
+            return -1;
+        hlen = (size_t)(rb - value) + 1;
+        colon = hlen < len ? rb + 1 : NULL;
+        if (colon != NULL && *colon != ':')
+            return -1;
+    } else {
+        colon = memchr(value, ':', len);
+        hlen = colon != NULL ? (size_t)(colon - value) : len;
+    }
+    if (colon != NULL && parse_port(colon + 1, len - hlen - 1, &pt) < 0)
+        return -1;
+    kind = hostname_normalize(value, hlen, norm, sizeof(norm));
+    if (kind < 0 || (value[0] == '[') != (kind == HOSTNAME_IPV6))
+        return -1;
+    memcpy(host, norm, strlen(norm) + 1);
+    *port = pt;
+    return 0;
+}

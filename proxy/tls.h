@@ -1,0 +1,39 @@
+/*
+ * tls.h - the server side of vaultgate's TLS: one SSL_CTX per worker, and the ClientHello
+ * callback that reads the SNI and serves the leaf certificate for that host.
+ */
+#ifndef VG_TLS_H
+#define VG_TLS_H
+
+#include <stddef.h>
+
+#include <openssl/ssl.h>
+
+struct conn;
+
+/* What the ClientHello callback serves for one host. */
+struct tls_leaf {
+    X509 *cert;     /* new reference, freed by the callback after use */
+    EVP_PKEY *key;  /* borrowed from the CA */
+    X509 *chain;    /* the intermediate, borrowed */
+};
+
+/*
+ * A server SSL_CTX: TLS 1.2 and 1.3 only, ECDHE X25519/P-256, ECDSA suites, ALPN http/1.1,
+ * session tickets keyed by ticket_keys (80 bytes, shared by every worker so a ticket from one
+ * worker resumes on another), no server-side session cache, released buffers on idle
+ * connections. The certificate is chosen per connection by the ClientHello callback.
+ * Caller frees with SSL_CTX_free. NULL + err.
+ */
+SSL_CTX *tls_server_ctx_new(const unsigned char ticket_keys[80], char *err, size_t errlen);
+
+/* A new SSL for an accepted connection, with c attached for the ClientHello callback. */
+SSL *tls_server_ssl_new(SSL_CTX *ctx, struct conn *c);
+
+/* Detaches the connection from ssl (before the conn is freed, the SSL may outlive it). */
+void tls_server_ssl_detach(SSL *ssl);
+
+/* Reason text of the last OpenSSL error on this thread (drains the queue) into buf. */
+const char *tls_error_text(char *buf, size_t len);
+
+#endif

@@ -1,0 +1,268 @@
+/*
+ * upstream_pool.c - idle upstream connections of one worker, keyed by (host, port, tls).
+ *
+ * Guarantees: a pooled connection has empty buffers, read watermarks reset, EV_READ enabled and
+ * callbacks that free it on any data, EOF, error or idle timeout, so a server's close is noticed
+ * at once; what upstream_pool_get() hands out also passed a non-blocking peek at its socket in
+ * the same loop turn. Lookup is a hash over 256 buckets and allocates nothing; each key's slot
+ * array starts small and doubles up to max_per_key. Single-threaded: one pool per worker.
+ */
+#include "proxy/upstream_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#define UPSTREAM_POOL_BUCKETS     256  /* hash buckets (fixed) */
+#define UPSTREAM_POOL_MAX_KEYS    4096 /* distinct (host, port, tls) kept per worker */
+#define UPSTREAM_POOL_FIRST_SLOTS 4    /* idle slots a key starts with */
+
+struct pool_key;
+
+struct pool_slot {
+    struct bufferevent *bev;
+    struct pool_key *key;
+};
+
+struct pool_key {
+    struct pool_key *next;
+    struct upstream_pool *pool;
+    uint32_t hash;
+    int port;
+    bool tls;
+    size_t n;
+    size_t cap;
+    struct pool_slot *slots; /* cap of them; grows by doubling up to max_per_key */
+    char host[HOSTNAME_BUFSZ];
+};
+
+struct upstream_pool {
+    size_t max_per_key;
+    struct timeval idle_tv;
+    size_t nkeys;
+    size_t idle;
+    struct pool_key *buckets[UPSTREAM_POOL_BUCKETS];
+};
+
+static void pool_key_free(struct pool_key *k)
+{
+    for (size_t i = 0; i < k->n; i++)
+        bufferevent_free(k->slots[i].bev);
+    free(k->slots);
+    free(k);
+}
+
+static uint32_t key_hash(const char *host, int port, bool tls)
+{
+    uint32_t h = upstream_hash(host, 2166136261u);
+
+    h = (h ^ (uint32_t)port) * 16777619u;
+    return (h ^ (tls ? 1u : 0u)) * 16777619u;
+}
+
+static struct pool_key *pool_find(struct upstream_pool *p, const char *host, int port, bool tls,
+                                  uint32_t h)
+{
+    struct pool_key *k;
+
+    for (k = p->buckets[h % UPSTREAM_POOL_BUCKETS]; k != NULL; k = k->next) {
+        if (k->hash == h && k->port == port && k->tls == tls && strcmp(k->host, host) == 0)
+            return k;
+    }
+    return NULL;
+}
+
+/* Frees every key without idle connections (when the key table is full). */
+static void pool_sweep(struct upstream_pool *p)
+{
+    for (size_t i = 0; i < UPSTREAM_POOL_BUCKETS; i++) {
+        struct pool_key **pp = &p->buckets[i];
+
+        while (*pp != NULL) {
+            struct pool_key *k = *pp;
+
+            if (k->n == 0) {
+                *pp = k->next;
+                pool_key_free(k);
+                p->nkeys--;
+            } else {
+                pp = &k->next;
+            }
+        }
+    }
+}
+
+static struct pool_key *pool_key_get(struct upstream_pool *p, const char *host, int port, bool tls)
+{
+    uint32_t h = key_hash(host, port, tls);
+    struct pool_key *k = pool_find(p, host, port, tls, h);
+
+    if (k != NULL)
+        return k;
+    if (p->nkeys >= UPSTREAM_POOL_MAX_KEYS)
+        pool_sweep(p);
+    if (p->nkeys >= UPSTREAM_POOL_MAX_KEYS)
+        return NULL;
+    k = calloc(1, sizeof(*k));
+    if (k == NULL)
+        return NULL;
+    k->cap =
+        p->max_per_key < UPSTREAM_POOL_FIRST_SLOTS ? p->max_per_key : UPSTREAM_POOL_FIRST_SLOTS;
+    k->slots = calloc(k->cap, sizeof(*k->slots));
+    if (k->slots == NULL) {
+        free(k);
+        return NULL;
+    }
+    k->pool = p;
+    k->hash = h;
+    k->port = port;
+    k->tls = tls;
+    snprintf(k->host, sizeof(k->host), "%s", host);
+    k->next = p->buckets[h % UPSTREAM_POOL_BUCKETS];
+    p->buckets[h % UPSTREAM_POOL_BUCKETS] = k;
+    p->nkeys++;
+    return k;
+}
+
+static void pool_read_cb(struct bufferevent *bev, void *arg);
+static void pool_event_cb(struct bufferevent *bev, short what, void *arg);
+
+/* Takes slot i out of its key (the last slot moves into its place). Returns its bev. */
+static struct bufferevent *pool_take(struct pool_key *k, size_t i)
+{
+    struct bufferevent *bev = k->slots[i].bev;
+
+    k->n--;
+    if (i != k->n) {
+        k->slots[i] = k->slots[k->n];
+        bufferevent_setcb(k->slots[i].bev, pool_read_cb, NULL, pool_event_cb, &k->slots[i]);
+    }
+    k->slots[k->n].bev = NULL;
+    k->pool->idle--;
+    bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+    bufferevent_set_timeouts(bev, NULL, NULL);
+    return bev;
+}
+
+/*
+ * Takes the most recently used idle connection of k (the most likely to be alive, its buffers
+ * still warm) that shows no sign of having been closed: the idle callbacks may not have run yet
+ * in this loop turn, so look at the socket (one non-blocking peek) and the input buffer.
+ */
+static struct bufferevent *pool_checkout(struct pool_key *k)
+{
+    while (k->n > 0) {
+        struct bufferevent *bev = pool_take(k, k->n - 1);
+        evutil_socket_t fd = bufferevent_getfd(bev);
+        char b;
+        ssize_t n = fd >= 0 ? recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) : 0;
+
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+            evbuffer_get_length(bufferevent_get_input(bev)) == 0)
+            return bev;
+        bufferevent_free(bev);
+    }
+    return NULL;
+}
+
+/* An idle connection spoke (data, EOF, error, idle timeout): it is no longer reusable. */
+static void pool_drop(struct pool_slot *slot)
+{
+    struct pool_key *k = slot->key;
+
+    bufferevent_free(pool_take(k, (size_t)(slot - k->slots)));
+}
+
+static void pool_read_cb(struct bufferevent *bev, void *arg)
+{
+    pool_drop(arg);
+}
+
+static void pool_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    pool_drop(arg);
+}
+
+/* Doubles k's slot array (rare: only a host with many idle connections gets there). */
+static int pool_grow(struct pool_key *k)
+{
+    size_t cap = k->cap * 2 < k->pool->max_per_key ? k->cap * 2 : k->pool->max_per_key;
+    struct pool_slot *slots = realloc(k->slots, cap * sizeof(*slots));
+
+    if (slots == NULL)
+        return -1;
+    k->slots = slots;
+    k->cap = cap;
+    /* The callbacks point at slots: re-point them at the moved array. */
+    for (size_t i = 0; i < k->n; i++)
+        bufferevent_setcb(slots[i].bev, pool_read_cb, NULL, pool_event_cb, &slots[i]);
+    return 0;
+}
+
+int upstream_pool_put(struct upstream_pool *p, const char *host, int port, bool tls,
+                      struct bufferevent *bev)
+{
+    struct pool_key *k;
+    struct pool_slot *slot;
+
+    if (evbuffer_get_length(bufferevent_get_input(bev)) != 0 ||
+        evbuffer_get_length(bufferevent_get_output(bev)) != 0)
+        return -1;
+    k = pool_key_get(p, host, port, tls);
+    if (k == NULL || k->n >= p->max_per_key || (k->n == k->cap && pool_grow(k) != 0))
+        return -1;
+    slot = &k->slots[k->n++];
+    slot->bev = bev;
+    slot->key = k;
+    p->idle++;
+    bufferevent_setwatermark(bev, EV_READ | EV_WRITE, 0, 0);
+    bufferevent_setcb(bev, pool_read_cb, NULL, pool_event_cb, slot);
+    bufferevent_set_timeouts(bev, &p->idle_tv, NULL);
+    bufferevent_enable(bev, EV_READ);
+    return 0;
+}
+
+struct upstream_pool *upstream_pool_new(size_t max_per_key, const struct timeval *idle)
+{
+    struct upstream_pool *p = calloc(1, sizeof(*p));
+
+    if (p == NULL)
+        return NULL;
+    p->max_per_key = max_per_key > 0 ? max_per_key : 1;
+    p->idle_tv = *idle;
+    return p;
+}
+
+void upstream_pool_free(struct upstream_pool **pp)
+{
+    struct upstream_pool *p = *pp;
+
+    if (p == NULL)
+        return;
+    for (size_t i = 0; i < UPSTREAM_POOL_BUCKETS; i++) {
+        while (p->buckets[i] != NULL) {
+            struct pool_key *k = p->buckets[i];
+
+            p->buckets[i] = k->next;
+            pool_key_free(k);
+        }
+    }
+    free(p);
+    *pp = NULL;
+}
+
+struct bufferevent *upstream_pool_get(struct upstream_pool *p, const char *host, int port, bool tls)
+{
+    struct pool_key *k = pool_find(p, host, port, tls, key_hash(host, port, tls));
+
+    return k != NULL ? pool_checkout(k) : NULL;
+}
+
+size_t upstream_pool_idle(const struct upstream_pool *p)
+{
+    return p->idle;
+}

@@ -1,0 +1,295 @@
+#!/usr/bin/env python3
+"""The admin API (SPEC §7) through tests/tools/admin_serve, which runs proxy/admin.c with fake
+ops: every endpoint, query strings that must not change routing (and never reach the log), 405
+with Allow for other methods, 404, HEAD, the five security headers on every answer, the unix
+socket (mode 0660, removed on stop, reached with curl --unix-socket), a store that cannot be
+read (503), and the --admin usage check that refuses a non-loopback address."""
+import atexit
+import http.client
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.environ["VG_BUILD"]
+SERVE = os.path.join(BUILD, "tests", "tools", "admin_serve")
+DRIVE = os.path.join(BUILD, "tests", "tools", "audit_drive")
+
+SECURITY = {
+    "content-security-policy": "default-src 'none'",
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+}
+procs = []
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def stop_all():
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+atexit.register(stop_all)
+
+
+class Server:
+    def __init__(self, addr, *extra):
+        self.proc = subprocess.Popen([SERVE, addr] + list(extra), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs.append(self.proc)
+        line = self.proc.stdout.readline()
+        check(line.startswith("listening "), "admin_serve: %r %s" %
+              (line, self.proc.stderr.read() if self.proc.poll() is not None else ""))
+        self.address = line.split()[1]
+
+    def stop(self):
+        """Closes stdin; the tool must stop cleanly and quickly. Returns its stderr."""
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            fail("admin_serve did not stop within 10 s")
+        check(self.proc.returncode == 0, "admin_serve exit %d" % self.proc.returncode)
+        return self.proc.stderr.read()
+
+
+def host_port(address):
+    host, port = address.rsplit(":", 1)
+    return host.strip("[]"), int(port)
+
+
+def request(srv, method, path):
+    c = http.client.HTTPConnection(*host_port(srv.address), timeout=10)
+    c.request(method, path)
+    r = c.getresponse()
+    body = r.read()
+    headers = {k.lower(): v for k, v in r.getheaders()}
+    c.close()
+    for k, v in SECURITY.items():
+        check(headers.get(k) == v, "%s %s: header %s = %r" % (method, path, k, headers.get(k)))
+    return r.status, headers, body
+
+
+def raw(addr, data, family=socket.AF_INET):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(addr)
+    s.sendall(data)
+    out = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        out += chunk
+    s.close()
+    return out
+
+
+def endpoints(srv, tmp):
+    st, h, body = request(srv, "GET", "/healthz")
+    check(st == 200 and body == b"ok\n", "/healthz %d %r" % (st, body))
+    st, _, body = request(srv, "GET", "/healthz?probe=1&x=/metrics")
+    check(st == 200 and body == b"ok\n", "query string changed /healthz: %d" % st)
+
+    ready = os.path.join(tmp, "ready")
+    st, _, _ = request(srv, "GET", "/readyz")
+    check(st == 503, "/readyz without readiness: %d" % st)
+    open(ready, "w").close()
+    st, _, _ = request(srv, "GET", "/readyz")
+    check(st == 200, "/readyz when ready: %d" % st)
+
+    st, h, body = request(srv, "GET", "/metrics")
+    text = body.decode()
+    check(st == 200 and h["content-type"].startswith("text/plain"), "/metrics %d" % st)
+    for line in ('vaultgate_requests_total{decision="inject",code_class="2xx"} 1',
+                 'vaultgate_requests_total{decision="block",code_class="4xx"} 1',
+                 'vaultgate_injections_total{secret="OPENAI_API_KEY"} 1',
+                 "vaultgate_blocked_total 1", "vaultgate_connections_active 1",
+                 "vaultgate_cert_cache_hits_total 7", "vaultgate_cert_cache_misses_total 3",
+                 'vaultgate_request_duration_seconds_bucket{le="+Inf"} 2',
+                 "# TYPE vaultgate_request_duration_seconds histogram"):
+        check(line in text.splitlines(), "/metrics lacks %r" % line)
+    metrics_len = len(body)
+
+    st, h, body = request(srv, "GET", "/v1/status?verbose=1")
+    status = json.loads(body)
+    check(st == 200 and h["content-type"] == "application/json", "/v1/status %d" % st)
+    check(status["version"] == "test" and status["run"]["id"] == "r1", "status %r" % status)
+
+    st, h, body = request(srv, "GET", "/v1/blocked-hosts")
+    rows = json.loads(body)
+    check(st == 200 and h["content-type"] == "application/json", "/v1/blocked-hosts %d" % st)
+    check([r["host"] for r in rows] == ["h0000.example", "h0001.example", "h0002.example"],
+          "blocked rows %r" % rows)
+    check(all(r["run_id"] == "r1" and r["seen_count"] == 2 for r in rows), "blocked %r" % rows)
+    check(set(rows[0]) == {"user_id", "run_id", "host", "seen_count", "first_seen", "last_seen",
+                           "source"}, "blocked columns %r" % sorted(rows[0]))
+    st, _, body = request(srv, "GET", "/v1/egress-routes")
+    rows = json.loads(body)
+    check(st == 200 and len(rows) == 3 and rows[0]["route"] == "direct" and
+          rows[0]["count"] == 2, "routes %r" % rows)
+
+    st, h, body = request(srv, "GET", "/ca.pem")
+    check(st == 200 and h["content-type"] == "application/x-pem-file" and
+          body.startswith(b"-----BEGIN CERTIFICATE-----\n"), "/ca.pem %d %r" % (st, body[:40]))
+
+    for method in ("POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE"):
+        for path in ("/healthz", "/v1/status", "/ca.pem"):
+            st, h, _ = request(srv, method, path)
+            check(st == 405 and h.get("allow") == "GET, HEAD", "%s %s: %d allow %r" %
+                  (method, path, st, h.get("allow")))
+    for path in ("/", "/nope", "/healthz/", "/HEALTHZ", "/v1/status/x", "/v1", "/metrics.txt",
+                 "/%68ealthz", "/ca.pem?/healthz/.."):
+        st, _, _ = request(srv, "GET", path)
+        check(st == 404 or (path.startswith("/ca.pem?") and st == 200), "GET %s: %d" % (path, st))
+    st, _, _ = request(srv, "POST", "/nope")
+    check(st == 404, "POST /nope: %d" % st)
+
+    # HEAD: the headers of GET, Content-Length included, and not one body byte.
+    out = raw(host_port(srv.address), b"HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    head, _, rest = out.partition(b"\r\n\r\n")
+    check(head.startswith(b"HTTP/1.1 200"), "HEAD /metrics: %r" % head[:40])
+    check(b"\r\nContent-Length: %d" % metrics_len in head, "HEAD Content-Length: %r" % head)
+    check(rest == b"", "HEAD sent a body: %r" % rest[:40])
+    st, h, body = request(srv, "HEAD", "/v1/status")
+    check(st == 200 and body == b"", "HEAD /v1/status")
+    print("ok endpoints, 405/404, HEAD, security headers", flush=True)
+
+
+def main():
+    for path in (SERVE, DRIVE):
+        check(os.access(path, os.X_OK), "missing %s" % path)
+    tmp = os.environ.get("VG_CASE_TMP")
+    if not tmp:
+        tmp = tempfile.mkdtemp(prefix="vg-admin-")
+        atexit.register(shutil.rmtree, tmp, True)
+    store = "sqlite:" + os.path.join(tmp, "audit.db")
+    for run in ("r1", "r2"):
+        p = subprocess.run([DRIVE, "--store", store, "--run", run, "--threads", "2", "--hosts",
+                            "3", "--repeat", "1", "--route", "direct"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+        check(p.returncode == 0, "audit_drive: %s" % p.stderr)
+
+    srv = Server("127.0.0.1:0", "--audit", store, "--run", "r1", "--ready-file",
+                 os.path.join(tmp, "ready"))
+    endpoints(srv, tmp)
+    log = srv.stop()
+    check("probe=1" not in log and "verbose" not in log, "query string in the log: %r" % log)
+
+    # A store that cannot be read: 503 with a JSON error; the query string never logged.
+    srv = Server("127.0.0.1:0", "--audit", "sqlite:" + os.path.join(tmp, "missing.db"))
+    st, h, body = request(srv, "GET", "/v1/egress-routes?token=QUERYSECRET")
+    check(st == 503 and json.loads(body).get("error"), "unreadable store: %d %r" % (st, body))
+    log = srv.stop()
+    check("QUERYSECRET" not in log, "query string in the log: %r" % log)
+    check(not os.path.exists(os.path.join(tmp, "missing.db")), "reader created a store")
+
+    # `off`: empty lists.
+    srv = Server("[::1]:0") if socket.has_ipv6 and ipv6_loopback() else Server("127.0.0.1:0")
+    st, _, body = request(srv, "GET", "/v1/blocked-hosts")
+    check(st == 200 and json.loads(body) == [], "off store: %d %r" % (st, body))
+    srv.stop()
+    print("ok unreadable store (503), off store ([])", flush=True)
+
+    unix_socket(tmp)
+    usage_checks()
+    return 0
+
+
+def ipv6_loopback():
+    try:
+        s = socket.socket(socket.AF_INET6)
+        s.bind(("::1", 0))
+        s.close()
+        return True
+    except OSError:
+        return False
+
+
+def unix_socket(tmp):
+    path = os.path.join(tmp, "admin.sock")
+    srv = Server("unix:" + path)
+    check(srv.address == "unix:" + path, "address %r" % srv.address)
+    mode = os.stat(path).st_mode
+    check(stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o660, "socket mode %o" % mode)
+    if shutil.which("curl"):
+        p = subprocess.run(["curl", "-s", "-i", "--unix-socket", path,
+                            "http://localhost/healthz"], stdout=subprocess.PIPE, text=True,
+                           timeout=30)
+        check(p.returncode == 0 and p.stdout.startswith("HTTP/1.1 200") and
+              p.stdout.endswith("\n\nok\n") and "X-Frame-Options: DENY" in p.stdout,
+              "curl --unix-socket: %r" % p.stdout)
+    out = raw(path, b"GET /readyz HTTP/1.0\r\n\r\n", socket.AF_UNIX)
+    check(out.startswith(b"HTTP/1.1 200") or out.startswith(b"HTTP/1.0 200"), "unix GET %r" %
+          out[:30])
+    # A second server on the same live socket must refuse, not steal it.
+    p = subprocess.run([SERVE, "unix:" + path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=30)
+    check(p.returncode == 4 and "listening" in p.stderr, "second bind: %d %r" %
+          (p.returncode, p.stderr))
+    srv.stop()
+    check(not os.path.exists(path), "socket not removed on stop")
+    # A stale socket file (nobody listening) is replaced.
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(path)
+    s.close()
+    srv = Server("unix:" + path)
+    srv.stop()
+    check(not os.path.exists(path), "stale socket left behind")
+    # A regular file is never removed.
+    open(path, "w").close()
+    p = subprocess.run([SERVE, "unix:" + path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=30)
+    check(p.returncode == 4 and os.path.isfile(path), "regular file: %d" % p.returncode)
+    print("ok unix socket (0660, curl, removed on stop, stale replaced)", flush=True)
+
+
+def usage_checks():
+    cases = [
+        (["127.0.0.1:9090"], 0), (["[::1]:9090"], 0), (["localhost:9090"], 0),
+        (["unix:/run/vaultgate/admin.sock"], 0),
+        (["0.0.0.0:9090"], 2), (["0.0.0.0:9090", "--allow-remote"], 0),
+        (["192.0.2.10:9090"], 2), (["[::]:9090"], 2), (["[::]:9090", "--allow-remote"], 0),
+        (["127.0.0.1"], 2), (["127.0.0.1:99999"], 2), (["::1:9090"], 2),
+        (["example.com:9090", "--allow-remote"], 2), (["unix:relative"], 2),
+    ]
+    for args, want in cases:
+        p = subprocess.run([SERVE, "--check"] + args, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=30)
+        check(p.returncode == want, "--check %r: exit %d (want %d) %s" %
+              (args, p.returncode, want, p.stderr.strip()))
+        if want:
+            check(len(p.stderr.strip().splitlines()) == 1, "reason not one line: %r" % p.stderr)
+    p = subprocess.run([SERVE, "--check", "0.0.0.0:9090"], stderr=subprocess.PIPE, text=True)
+    check("--admin-allow-remote" in p.stderr, "reason does not name the option: %r" % p.stderr)
+    # A port already taken: cannot bind, exit 4.
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    p = subprocess.run([SERVE, "127.0.0.1:%d" % s.getsockname()[1]], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+    s.close()
+    check(p.returncode == 4, "busy port: exit %d" % p.returncode)
+    print("ok --admin usage checks and bind failure", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,571 @@
+"""vgtest - helpers for vaultgate integration cases (python3 standard library only).
+
+What it gives a case:
+- Tmp: the case's temp dir (VG_CASE_TMP, or a fresh one).
+- make_certs(): a test CA and upstream certificates generated at run time with the openssl CLI.
+- FakeUpstream: a threaded TLS server on <random 127.x.y.z>:443 that records the exact bytes it
+  receives per connection and answers scripted responses (plain, chunked, SSE with delays,
+  large bodies, echo, close).
+- Vaultgate: starts the binary (VG_BIN) with --resolve pins to the fake upstream, --upstream-ca,
+  --state-dir in the temp dir, an HTTPS listener and the admin API on free loopback ports; waits
+  for /readyz; stops it by PID; keeps stderr for canary checks.
+- tls_client()/exchange(): a raw TLS client (python ssl trusting the run's ca.pem) that sends
+  exact bytes; parse_response(); curl().
+
+Network rule: loopback only, never a real name; pins only.
+"""
+import hashlib
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SRC = os.environ.get("VG_SRC") or os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))))
+VG_BIN = os.environ.get("VG_BIN") or os.path.join(SRC, "build", "proxy", "vaultgate")
+
+PASS, SKIP = 0, 77
+
+
+def skip(reason):
+    print("SKIP: " + reason, flush=True)
+    sys.exit(SKIP)
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def tmpdir():
+    d = os.environ.get("VG_CASE_TMP")
+    if not d:
+        d = tempfile.mkdtemp(prefix="vgtest-")
+    return d
+
+
+def free_port(host="127.0.0.1"):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((host, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def require_binary():
+    if not os.access(VG_BIN, os.X_OK):
+        skip("no vaultgate binary at %s" % VG_BIN)
+
+
+# ---- certificates ----------------------------------------------------------------------------
+
+def _openssl(args, cwd):
+    r = subprocess.run(["openssl"] + args, cwd=cwd, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        fail("openssl %s: %s" % (" ".join(args[:2]), r.stderr.decode(errors="replace")))
+
+
+def make_ca(d, name="ca"):
+    """A test CA (ECDSA P-256). Returns (cert_path, key_path)."""
+    crt, key = os.path.join(d, name + ".pem"), os.path.join(d, name + ".key")
+    _openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+              "-keyout", key, "-out", crt, "-days", "2", "-subj", "/CN=vgtest " + name,
+              "-addext", "basicConstraints=critical,CA:TRUE",
+              "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+              "-addext", "subjectKeyIdentifier=hash"], d)
+    return crt, key
+
+
+def make_leaf(d, ca, names, name="upstream"):
+    """A server certificate for names (DNS names or IPs) signed by ca=(crt, key)."""
+    crt, key, csr = (os.path.join(d, name + x) for x in (".pem", ".key", ".csr"))
+    ext = os.path.join(d, name + ".ext")
+    sans = ",".join(("IP:" if n.replace(".", "").isdigit() else "DNS:") + n for n in names)
+    with open(ext, "w") as f:
+        f.write("subjectAltName=%s\nbasicConstraints=critical,CA:FALSE\n"
+                "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n"
+                "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n" % sans)
+    _openssl(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+              "-keyout", key, "-out", csr, "-subj", "/CN=" + names[0]], d)
+    _openssl(["x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-CAcreateserial",
+              "-out", crt, "-days", "2", "-sha256", "-extfile", ext], d)
+    return crt, key
+
+
+def make_certs(d, names):
+    """Test CA + one upstream leaf for names. Returns dict(ca=, cert=, key=)."""
+    ca = make_ca(d)
+    crt, key = make_leaf(d, ca, names)
+    return {"ca": ca[0], "cert": crt, "key": key}
+
+
+# ---- HTTP helpers ----------------------------------------------------------------------------
+
+def parse_head(raw):
+    """bytes of a head (without the final CRLFCRLF) -> (start line, [(name, value)])."""
+    lines = raw.split(b"\r\n")
+    fields = []
+    for l in lines[1:]:
+        n, _, v = l.partition(b":")
+        fields.append((n.decode("latin-1"), v.strip().decode("latin-1")))
+    return lines[0].decode("latin-1"), fields
+
+
+def header(fields, name):
+    vals = [v for n, v in fields if n.lower() == name.lower()]
+    return vals
+
+
+def _read_chunked(buf, pos, more):
+    """De-chunks from buf[pos:]; more() returns additional bytes or b''. -> (body, end pos)."""
+    body = b""
+    while True:
+        while b"\r\n" not in buf[pos:]:
+            m = more()
+            if not m:
+                raise EOFError("chunk size line")
+            buf += m
+        i = buf.index(b"\r\n", pos)
+        size = int(buf[pos:i].split(b";")[0], 16)
+        pos = i + 2
+        if size == 0:
+            while b"\r\n" not in buf[pos:]:
+                m = more()
+                if not m:
+                    raise EOFError("last chunk")
+                buf += m
+            # trailers: until an empty line
+            while not buf[pos:].startswith(b"\r\n"):
+                j = buf.find(b"\r\n", pos)
+                while j < 0:
+                    m = more()
+                    if not m:
+                        raise EOFError("trailer")
+                    buf += m
+                    j = buf.find(b"\r\n", pos)
+                pos = j + 2
+                while len(buf) < pos + 2:
+                    m = more()
+                    if not m:
+                        raise EOFError("trailer end")
+                    buf += m
+            return body, buf, pos + 2
+        while len(buf) < pos + size + 2:
+            m = more()
+            if not m:
+                raise EOFError("chunk data")
+            buf += m
+        body += buf[pos:pos + size]
+        pos += size + 2
+
+
+class Response:
+    def __init__(self, status, reason, fields, body, raw_head):
+        self.status, self.reason, self.fields, self.body = status, reason, fields, body
+        self.raw_head = raw_head
+
+    def header(self, name):
+        v = header(self.fields, name)
+        return v[0] if v else None
+
+    def __repr__(self):
+        return "<Response %d %s %r>" % (self.status, self.fields, self.body[:200])
+
+
+def parse_response(data, method="GET", reader=None):
+    """Parses one response from data (bytes); reader() may supply more. -> (Response, rest)."""
+    more = reader or (lambda: b"")
+    buf = data
+    while b"\r\n\r\n" not in buf:
+        m = more()
+        if not m:
+            raise EOFError("response head: %r" % buf[:200])
+        buf += m
+    i = buf.index(b"\r\n\r\n")
+    start, fields = parse_head(buf[:i])
+    parts = start.split(" ", 2)
+    status = int(parts[1])
+    pos = i + 4
+    te = header(fields, "transfer-encoding")
+    cl = header(fields, "content-length")
+    if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+        body = b""
+    elif te and te[0].lower() == "chunked":
+        body, buf, pos = _read_chunked(buf, pos, more)
+    elif cl:
+        n = int(cl[0])
+        while len(buf) < pos + n:
+            m = more()
+            if not m:
+                raise EOFError("body: %d of %d" % (len(buf) - pos, n))
+            buf += m
+        body = buf[pos:pos + n]
+        pos += n
+    else:
+        while True:
+            m = more()
+            if not m:
+                break
+            buf += m
+        body = buf[pos:]
+        pos = len(buf)
+    return Response(status, parts[2] if len(parts) > 2 else "", fields, body, buf[:i]), buf[pos:]
+
+
+# ---- fake upstream ---------------------------------------------------------------------------
+
+def resp_bytes(status=200, body=b"ok", headers=(), reason=None):
+    reasons = {200: "OK", 201: "Created", 204: "No Content", 302: "Found", 404: "Not Found",
+               500: "Internal Server Error"}
+    h = "HTTP/1.1 %d %s\r\n" % (status, reason or reasons.get(status, "X"))
+    has_len = any(n.lower() in ("content-length", "transfer-encoding") for n, _ in headers)
+    for n, v in headers:
+        h += "%s: %s\r\n" % (n, v)
+    if not has_len and status not in (204, 304):
+        h += "Content-Length: %d\r\n" % len(body)
+    return h.encode() + b"\r\n" + body
+
+
+class Request:
+    """One request as the fake upstream received it."""
+
+    def __init__(self, raw_head, method, target, version, fields, body, raw):
+        self.raw_head, self.method, self.target, self.version = raw_head, method, target, version
+        self.fields, self.body, self.raw = fields, body, raw
+
+    def header(self, name):
+        return header(self.fields, name)
+
+
+class FakeUpstream:
+    """TLS server on ADDR:443. handler(req, conn_index) returns a list of actions:
+    bytes (sent), ("sleep", s), ("close",). Records raw bytes per connection."""
+
+    def __init__(self, cert, key, handler=None, port=443, addr=None):
+        self.handler = handler or (lambda req, ci: [resp_bytes(200, b"ok")])
+        self.lock = threading.Lock()
+        self.raw = []        # bytes received, one bytearray per connection
+        self.requests = []   # Request objects, in order
+        self.accepts = 0
+        self.errors = []
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(cert, key)
+        self.ctx.set_alpn_protocols(["http/1.1"])
+        self.sock = None
+        for _ in range(50):
+            a = addr or "127.%d.%d.%d" % (random.randint(1, 254), random.randint(0, 255),
+                                          random.randint(2, 254))
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((a, port))
+            except PermissionError:
+                s.close()
+                skip("cannot bind port %d (needs root or CAP_NET_BIND_SERVICE)" % port)
+            except OSError:
+                s.close()
+                if addr:
+                    raise
+                continue
+            self.sock, self.addr, self.port = s, a, port
+            break
+        if self.sock is None:
+            fail("no free loopback address for the fake upstream")
+        self.sock.listen(1024)
+        self.stopped = False
+        self.thread = threading.Thread(target=self._accept_loop, daemon=True)
+        self.thread.start()
+
+    def pin(self, host):
+        return "%s:%d:%s" % (host, self.port, self.addr)
+
+    def stop(self):
+        self.stopped = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def _accept_loop(self):
+        while not self.stopped:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                idx = self.accepts
+                self.accepts += 1
+                self.raw.append(bytearray())
+            threading.Thread(target=self._serve, args=(c, idx), daemon=True).start()
+
+    def _serve(self, c, idx):
+        try:
+            c.settimeout(30)
+            s = self.ctx.wrap_socket(c, server_side=True)
+        except (OSError, ssl.SSLError) as e:
+            self.errors.append("handshake: %s" % e)
+            c.close()
+            return
+        buf = b""
+
+        def more():
+            try:
+                d = s.recv(65536)
+            except (OSError, ssl.SSLError):
+                return b""
+            if d:
+                with self.lock:
+                    self.raw[idx].extend(d)
+            return d
+
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    d = more()
+                    if not d:
+                        return
+                    buf += d
+                i = buf.index(b"\r\n\r\n")
+                raw_head = buf[:i + 4]
+                start, fields = parse_head(buf[:i])
+                method, target, version = start.split(" ")
+                pos = i + 4
+                te = header(fields, "transfer-encoding")
+                cl = header(fields, "content-length")
+                if te:
+                    body, buf, pos = _read_chunked(buf, pos, more)
+                elif cl:
+                    n = int(cl[0])
+                    while len(buf) < pos + n:
+                        d = more()
+                        if not d:
+                            return
+                        buf += d
+                    body = buf[pos:pos + n]
+                    pos += n
+                else:
+                    body = b""
+                req = Request(raw_head, method, target, version, fields, body, buf[:pos])
+                buf = buf[pos:]
+                with self.lock:
+                    self.requests.append(req)
+                for a in self.handler(req, idx):
+                    if isinstance(a, (bytes, bytearray)):
+                        s.sendall(a)
+                    elif a[0] == "sleep":
+                        time.sleep(a[1])
+                    elif a[0] == "close":
+                        return
+        except (OSError, ssl.SSLError, ValueError, EOFError) as e:
+            self.errors.append("serve: %s" % e)
+        finally:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def all_bytes(self):
+        with self.lock:
+            return b"".join(bytes(r) for r in self.raw)
+
+
+def echo_handler(req, ci):
+    """Answers with the exact request head and body it received."""
+    return [resp_bytes(200, req.raw_head + req.body, [("Content-Type", "text/plain")])]
+
+
+# ---- vaultgate -------------------------------------------------------------------------------
+
+def example_vault(run_id="run-test", default="allow", secrets=None, rules=None, hosts=None):
+    return {
+        "version": 1,
+        "run": {"id": run_id, "user": "u-test"},
+        "secrets": secrets if secrets is not None else {
+            "API_KEY": {"value": "sk-canary-SECRET-api-0001"}},
+        "rules": rules if rules is not None else [
+            {"host_pattern": "api.example.test", "secret": "API_KEY", "scheme": "bearer"}],
+        "host_policy": {"default": default, "hosts": hosts if hosts is not None else {
+            "blocked.example.test": "block"}},
+    }
+
+
+class Vaultgate:
+    def __init__(self, d, vault, pins=(), upstream_ca=None, threads=1, audit="off",
+                 extra=(), log_level=os.environ.get("VG_LOG_LEVEL", "info"), https_port=None):
+        self.d = d
+        self.vault_path = os.path.join(d, "vault.json")
+        if isinstance(vault, (dict, list)):
+            with open(self.vault_path, "w") as f:
+                json.dump(vault, f)
+        else:
+            self.vault_path = vault
+        self.state = os.path.join(d, "var")
+        self.ca = os.path.join(self.state, "ca.pem")
+        self.port = https_port or free_port()
+        self.admin_port = free_port()
+        self.stderr_path = os.path.join(d, "vaultgate.stderr")
+        if audit == "sqlite":
+            audit = "sqlite:" + os.path.join(self.state, "audit.db")
+        self.args = [VG_BIN, "run", "--vault", self.vault_path, "--state-dir", self.state,
+                     "--listen-https", "127.0.0.1:%d" % self.port, "--listen-http", "none",
+                     "--admin", "127.0.0.1:%d" % self.admin_port, "--audit", audit,
+                     "--threads", str(threads), "--log-level", log_level]
+        for p in pins:
+            self.args += ["--resolve", p]
+        if upstream_ca:
+            self.args += ["--upstream-ca", upstream_ca]
+        self.args += list(extra)
+        self.proc = None
+
+    def start(self, wait=True):
+        self.errf = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=self.errf)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout=15):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                fail("vaultgate exited %d at start:\n%s" % (self.proc.returncode, self.stderr()))
+            try:
+                st, _ = self.admin_get("/readyz")
+                if st == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        fail("vaultgate not ready after %ds:\n%s" % (timeout, self.stderr()))
+
+    def admin_get(self, path):
+        c = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=5)
+        try:
+            c.request("GET", path)
+            r = c.getresponse()
+            return r.status, r.read()
+        finally:
+            c.close()
+
+    def status(self):
+        st, body = self.admin_get("/v1/status")
+        check(st == 200, "/v1/status answered %d" % st)
+        return json.loads(body)
+
+    def stop(self, sig=signal.SIGTERM, timeout=20):
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            fail("vaultgate did not stop within %ds after signal %d" % (timeout, sig))
+        return self.proc.returncode
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stderr(self):
+        try:
+            with open(self.stderr_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def events(self, name=None):
+        out = []
+        for line in self.stderr().splitlines():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if name is None or ev.get("event") == name:
+                out.append(ev)
+        return out
+
+    # -- clients --
+
+    def client_ctx(self):
+        ctx = ssl.create_default_context(cafile=self.ca)
+        ctx.set_alpn_protocols(["http/1.1"])
+        return ctx
+
+    def tls_client(self, sni, timeout=10):
+        """A TLS connection to the HTTPS listener with SNI sni (None: no SNI)."""
+        ctx = self.client_ctx()
+        if sni is None:
+            ctx.check_hostname = False
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        return ctx.wrap_socket(raw, server_hostname=sni)
+
+    def exchange(self, sni, data, timeout=10):
+        """Sends exact bytes, reads until EOF (or timeout). Returns the bytes received."""
+        s = self.tls_client(sni, timeout)
+        try:
+            s.sendall(data)
+            out = b""
+            while True:
+                try:
+                    d = s.recv(65536)
+                except socket.timeout:
+                    break
+                except (ssl.SSLError, ConnectionResetError):
+                    break
+                if not d:
+                    break
+                out += d
+            return out
+        finally:
+            s.close()
+
+    def request(self, sni, data, method="GET", timeout=10):
+        """Sends one request (exact bytes) and parses one response; keeps nothing open."""
+        out = self.exchange(sni, data, timeout)
+        if not out:
+            fail("no response to %r" % data[:80])
+        return parse_response(out, method)[0]
+
+    def curl(self, host, path, extra=(), timeout=30):
+        args = ["curl", "-sS", "--max-time", str(timeout), "--resolve",
+                "%s:%d:127.0.0.1" % (host, self.port), "--cacert", self.ca,
+                "https://%s:%d%s" % (host, self.port, path)] + list(extra)
+        return subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def setup(names=("api.example.test",), vault=None, handler=None, start=True, **kw):
+    """The common case: certs, a fake upstream for names, vaultgate pinned to it."""
+    require_binary()
+    d = tmpdir()
+    certs = make_certs(d, list(names))
+    up = FakeUpstream(certs["cert"], certs["key"], handler)
+    vg = Vaultgate(d, vault or example_vault(), pins=[up.pin(n) for n in names],
+                   upstream_ca=certs["ca"], **kw)
+    if start:
+        vg.start()
+    return d, certs, up, vg
+
+
+def sha256(b):
+    return hashlib.sha256(b).hexdigest()

@@ -1,0 +1,317 @@
+/*
+ * test_inject.c - suite `inject`: the head model (policy/httphead.c) and byte-exact injection
+ * for the four schemes (policy/inject.c), including replacement of every existing instance.
+ *
+ * Comparisons of heads that carry a secret go through same_bytes(), which never prints them.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/httphead.h"
+#include "policy/inject.h"
+#include "policy/policy.h"
+
+#define ERRSZ 512
+
+static const char *inject_vault =
+    "{\"version\":1,\"secrets\":{"
+    "\"B\":{\"value\":\"CANARY-bearer-1\"},"
+    "\"U\":{\"value\":\"CANARY-basic-1\"},"
+    "\"H\":{\"value\":\"CANARY-header-1\"},"
+    "\"Q\":{\"value\":\"CANARY q/v+1~\"}},"
+    "\"rules\":["
+    "{\"host_pattern\":\"b.example.com\",\"secret\":\"B\",\"scheme\":\"bearer\"},"
+    "{\"host_pattern\":\"u.example.com\",\"secret\":\"U\",\"scheme\":\"basic\","
+    "\"username\":\"x-access-token\"},"
+    "{\"host_pattern\":\"h.example.com\",\"secret\":\"H\",\"scheme\":\"header\","
+    "\"name\":\"X-Api-Key\"},"
+    "{\"host_pattern\":\"q.example.com\",\"secret\":\"Q\",\"scheme\":\"query\",\"name\":\"key\"},"
+    "{\"host_pattern\":\"q2.example.com\",\"secret\":\"B\",\"scheme\":\"query\",\"name\":\"k\"}"
+    "]}";
+
+enum { R_BEARER, R_BASIC, R_HEADER, R_QUERY, R_QUERY_PLAIN };
+
+static struct policy *load(void)
+{
+    char err[ERRSZ];
+    struct policy *p = policy_parse(inject_vault, strlen(inject_vault), err, sizeof(err));
+
+    ck_assert_msg(p != NULL, "%s", err);
+    return p;
+}
+
+/* "METHOD TARGET\nname: value\n..." */
+static char *render(const struct http_head *h)
+{
+    size_t cap = h->target_len + 64, o;
+    char *s;
+
+    for (size_t i = 0; i < h->nfields; i++)
+        cap += h->fields[i].name_len + h->fields[i].value_len + 3;
+    s = malloc(cap);
+    ck_assert_ptr_nonnull(s);
+    o = (size_t)snprintf(s, cap, "%s %s\n", h->method, h->target);
+    for (size_t i = 0; i < h->nfields; i++)
+        o += (size_t)snprintf(s + o, cap - o, "%s: %s\n", h->fields[i].name, h->fields[i].value);
+    return s;
+}
+
+/* Compares without printing: the head carries a (canary) secret. */
+static void same_bytes(const char *got, const char *want, const char *what)
+{
+    ck_assert_msg(strcmp(got, want) == 0, "%s: injected head differs from the expected bytes",
+                  what);
+}
+
+static void head_with(struct http_head *h, const char *target, const char *const *fields)
+{
+    httphead_init(h);
+    ck_assert_int_eq(httphead_set_request_line(h, "GET", 3, target, strlen(target), 1), 0);
+    for (size_t i = 0; fields[i] != NULL; i += 2)
+        ck_assert_int_eq(
+            httphead_add(h, fields[i], strlen(fields[i]), fields[i + 1], strlen(fields[i + 1])), 0);
+}
+
+static const struct {
+    int rule;
+    const char *target;
+    const char *fields[12];
+    const char *want;
+} inject_cases[] = {
+    /* bearer: several existing Authorization fields, any case, collapse into one, in place */
+    {R_BEARER,
+     "/v1/models",
+     {"Host", "b.example.com", "authorization", "Bearer placeholder", "Accept", "*/*",
+      "AUTHORIZATION", "Basic Zm9vOmJhcg==", NULL},
+     "GET /v1/models\nHost: b.example.com\nAuthorization: Bearer CANARY-bearer-1\nAccept: */*\n"},
+    {R_BEARER,
+     "/",
+     {"Host", "b.example.com", NULL},
+     "GET /\nHost: b.example.com\nAuthorization: Bearer CANARY-bearer-1\n"},
+    /* basic: base64("x-access-token:CANARY-basic-1") */
+    {R_BASIC,
+     "/repos",
+     {"Host", "u.example.com", "Authorization", "token placeholder", "User-Agent", "git/2", NULL},
+     "GET /repos\nHost: u.example.com\nAuthorization: Basic "
+     "eC1hY2Nlc3MtdG9rZW46Q0FOQVJZLWJhc2ljLTE=\nUser-Agent: git/2\n"},
+    /* header: replaced case-insensitively, every instance; Authorization left alone */
+    {R_HEADER,
+     "/v1/messages",
+     {"Host", "h.example.com", "x-api-key", "placeholder-1", "Authorization", "Bearer keep",
+      "X-API-KEY", "placeholder-2", NULL},
+     "GET /v1/messages\nHost: h.example.com\nX-Api-Key: CANARY-header-1\n"
+     "Authorization: Bearer keep\n"},
+    /* query: appended when absent, percent-encoded (unreserved kept, others %XX upper case) */
+    {R_QUERY, "/v1/models", {NULL}, "GET /v1/models?key=CANARY%20q%2Fv%2B1~\n"},
+    {R_QUERY, "/v1/models?", {NULL}, "GET /v1/models?key=CANARY%20q%2Fv%2B1~\n"},
+    {R_QUERY, "/v1/models?alt=json", {NULL}, "GET /v1/models?alt=json&key=CANARY%20q%2Fv%2B1~\n"},
+    /* query: an existing parameter appearing twice is replaced in place, once */
+    {R_QUERY,
+     "/v1/models?key=placeholder&alt=json&key=again",
+     {NULL},
+     "GET /v1/models?key=CANARY%20q%2Fv%2B1~&alt=json\n"},
+    /* names compare after percent-decoding; a bare flag counts; look-alikes stay */
+    {R_QUERY,
+     "/p?k%65y=x&keyx=1&xkey=2&key&KEY=3",
+     {NULL},
+     "GET /p?key=CANARY%20q%2Fv%2B1~&keyx=1&xkey=2&KEY=3\n"},
+    {R_QUERY, "/p?a=1&&b=2", {NULL}, "GET /p?a=1&&b=2&key=CANARY%20q%2Fv%2B1~\n"},
+    {R_QUERY_PLAIN, "/s?k=1&k=2&k=3", {NULL}, "GET /s?k=CANARY-bearer-1\n"},
+    {R_QUERY_PLAIN, "/s?k=1#frag", {NULL}, "GET /s?k=CANARY-bearer-1#frag\n"},
+};
+
+START_TEST(test_inject_table)
+{
+    struct policy *p = load();
+    struct http_head h;
+    char *got, what[32];
+
+    head_with(&h, inject_cases[_i].target, inject_cases[_i].fields);
+    ck_assert_int_eq(inject_apply(&h, p, inject_cases[_i].rule), 0);
+    got = render(&h);
+    snprintf(what, sizeof(what), "case %d", _i);
+    same_bytes(got, inject_cases[_i].want, what);
+    free(got);
+    httphead_reset(&h);
+    policy_unref(&p);
+}
+END_TEST
+
+START_TEST(test_inject_refusals)
+{
+    struct policy *p = load();
+    struct http_head h;
+    const char *none[] = {NULL};
+
+    /* query needs an origin-form target */
+    head_with(&h, "http://q.example.com/x?key=1", none);
+    ck_assert_int_eq(inject_apply(&h, p, R_QUERY), -1);
+    httphead_reset(&h);
+    head_with(&h, "*", none);
+    ck_assert_int_eq(inject_apply(&h, p, R_QUERY), -1);
+    httphead_reset(&h);
+    /* a rule that does not exist */
+    head_with(&h, "/", none);
+    ck_assert_int_eq(inject_apply(&h, p, 99), -1);
+    ck_assert_int_eq(inject_apply(&h, p, -1), -1);
+    ck_assert_int_eq(inject_apply(NULL, p, 0), -1);
+    ck_assert_uint_eq(h.nfields, 0);
+    httphead_reset(&h);
+    policy_unref(&p);
+}
+END_TEST
+
+static int has_form(const struct inject_form *f, size_t n, const char *want)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (f[i].len == strlen(want) && memcmp(f[i].bytes, want, f[i].len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+START_TEST(test_inject_forms)
+{
+    struct policy *p = load();
+    struct inject_form f[INJECT_MAX_FORMS];
+    size_t n;
+
+    n = inject_forms(p, R_BEARER, f);
+    ck_assert_uint_eq(n, 1);
+    ck_assert(has_form(f, n, "CANARY-bearer-1"));
+    n = inject_forms(p, R_BASIC, f);
+    ck_assert_uint_eq(n, 2);
+    ck_assert(has_form(f, n, "CANARY-basic-1"));
+    ck_assert(has_form(f, n, "eC1hY2Nlc3MtdG9rZW46Q0FOQVJZLWJhc2ljLTE="));
+    n = inject_forms(p, R_HEADER, f);
+    ck_assert_uint_eq(n, 1);
+    ck_assert(has_form(f, n, "CANARY-header-1"));
+    n = inject_forms(p, R_QUERY, f);
+    ck_assert_uint_eq(n, 2);
+    ck_assert(has_form(f, n, "CANARY q/v+1~"));
+    ck_assert(has_form(f, n, "CANARY%20q%2Fv%2B1~"));
+    /* percent-encoding changes nothing here: one distinct form */
+    n = inject_forms(p, R_QUERY_PLAIN, f);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_uint_eq(inject_forms(p, 42, f), 0);
+    policy_unref(&p);
+}
+END_TEST
+
+/* ---- the head model ---- */
+
+START_TEST(test_httphead_basics)
+{
+    struct http_head h;
+    const struct http_field *f;
+
+    httphead_init(&h);
+    ck_assert_int_eq(httphead_set_request_line(&h, "POST", 4, "/a?b", 4, 0), 0);
+    ck_assert_str_eq(h.method, "POST");
+    ck_assert_str_eq(h.target, "/a?b");
+    ck_assert_int_eq(h.version_minor, 0);
+    ck_assert_int_eq(httphead_add(&h, "Connection", 10, "keep-alive, Upgrade", 19), 0);
+    ck_assert_int_eq(httphead_add(&h, "Accept", 6, "", 0), 0);
+    ck_assert_int_eq(httphead_add(&h, "accept", 6, "text/plain", 10), 0);
+    ck_assert_uint_eq(httphead_count(&h, "ACCEPT"), 2);
+    f = httphead_get(&h, "Accept");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_str_eq(f->value, "");
+    ck_assert_int_eq(httphead_has_token(&h, "connection", "upgrade"), 1);
+    ck_assert_int_eq(httphead_has_token(&h, "connection", "keep"), 0);
+    ck_assert_int_eq(httphead_has_token(&h, "accept", "text/plain"), 1);
+    ck_assert_uint_eq(httphead_remove(&h, "accept"), 2);
+    ck_assert_uint_eq(httphead_count(&h, "accept"), 0);
+    ck_assert_ptr_null(httphead_get(&h, "accept"));
+    ck_assert_uint_eq(h.nfields, 1);
+    /* CR, LF, NUL and colons in names are refused; nothing is added */
+    ck_assert_int_eq(httphead_add(&h, "X-A", 3, "a\r\nX-B: b", 10), -1);
+    ck_assert_int_eq(httphead_add(&h, "X-A", 3, "a\0b", 3), -1);
+    ck_assert_int_eq(httphead_add(&h, "X:A", 3, "a", 1), -1);
+    ck_assert_int_eq(httphead_add(&h, "", 0, "a", 1), -1);
+    ck_assert_int_eq(httphead_set_target(&h, "/a b", 4), -1);
+    ck_assert_uint_eq(h.nfields, 1);
+    ck_assert_str_eq(h.target, "/a?b");
+    ck_assert_int_eq(httphead_set_status_line(&h, 1, 204, "No Content", 10), 0);
+    ck_assert_int_eq(h.status, 204);
+    ck_assert_str_eq(h.reason, "No Content");
+    httphead_reset(&h);
+    ck_assert_ptr_null(h.arena);
+    ck_assert_uint_eq(h.nfields, 0);
+    httphead_reset(&h);
+}
+END_TEST
+
+START_TEST(test_httphead_growth)
+{
+    struct http_head h;
+    char name[32], value[600];
+
+    httphead_init(&h);
+    ck_assert_int_eq(httphead_set_request_line(&h, "GET", 3, "/start", 6, 1), 0);
+    /* many fields: the arena grows and moves; every string must follow */
+    for (int i = 0; i < 150; i++) {
+        int n = snprintf(name, sizeof(name), "X-F%d", i);
+
+        memset(value, 'a' + i % 26, sizeof(value));
+        ck_assert_int_eq(httphead_add(&h, name, (size_t)n, value, (size_t)(100 + i)), 0);
+    }
+    for (int i = 0; i < 150; i++) {
+        snprintf(name, sizeof(name), "X-F%d", i);
+        ck_assert_str_eq(h.fields[i].name, name);
+        ck_assert_uint_eq(h.fields[i].value_len, (size_t)(100 + i));
+        ck_assert_int_eq(h.fields[i].value[99], 'a' + i % 26);
+        ck_assert_int_eq(h.fields[i].value[h.fields[i].value_len], '\0');
+    }
+    ck_assert_str_eq(h.method, "GET");
+    ck_assert_str_eq(h.target, "/start");
+    /* a target taken from the head itself survives a move of the arena */
+    for (int i = 0; i < 200; i++)
+        ck_assert_int_eq(
+            httphead_set_target(&h, h.fields[i % 150].value, h.fields[i % 150].value_len), 0);
+    ck_assert_uint_eq(h.target_len, h.fields[199 % 150].value_len);
+    /* the field cap */
+    for (size_t i = h.nfields; i < HTTPHEAD_MAX_FIELDS; i++)
+        ck_assert_int_eq(httphead_add(&h, "X", 1, "y", 1), 0);
+    ck_assert_int_eq(httphead_add(&h, "X", 1, "y", 1), -1);
+    httphead_reset(&h);
+}
+END_TEST
+
+START_TEST(test_httphead_byte_cap)
+{
+    struct http_head h;
+    char *big = malloc(HTTPHEAD_MAX_BYTES);
+
+    memset(big, 'v', HTTPHEAD_MAX_BYTES);
+    httphead_init(&h);
+    ck_assert_int_eq(httphead_add(&h, "X", 1, big, HTTPHEAD_MAX_BYTES - 3), 0);
+    ck_assert_int_eq(httphead_add(&h, "Y", 1, "z", 1), -1);
+    ck_assert_uint_eq(h.nfields, 1);
+    ck_assert_uint_eq(httphead_remove(&h, "X"), 1);
+    /* removed bytes no longer count once the arena is compacted */
+    ck_assert_int_eq(httphead_add(&h, "Y", 1, big, HTTPHEAD_MAX_BYTES / 2), 0);
+    httphead_reset(&h);
+    free(big);
+}
+END_TEST
+
+Suite *suite_inject(void);
+
+Suite *suite_inject(void)
+{
+    Suite *s = suite_create("inject");
+    TCase *tc = tcase_create("inject");
+
+    tcase_add_loop_test(tc, test_inject_table, 0,
+                        (int)(sizeof(inject_cases) / sizeof(inject_cases[0])));
+    tcase_add_test(tc, test_inject_refusals);
+    tcase_add_test(tc, test_inject_forms);
+    tcase_add_test(tc, test_httphead_basics);
+    tcase_add_test(tc, test_httphead_growth);
+    tcase_add_test(tc, test_httphead_byte_cap);
+    suite_add_tcase(s, tc);
+    return s;
+}

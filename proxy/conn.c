@@ -46,6 +46,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
+#include <event2/bufferevent_struct.h> /* ev_write, for conn_push() */
 #include <event2/event.h>
 #include <openssl/err.h>
 
@@ -80,6 +81,7 @@ static const char *const state_names[] = {
 struct conn_end {
     struct bufferevent *bev;
     struct http1_parser *parser;
+    struct evbuffer *stage; /* bytes produced for this side, sent by conn_push() */
     bool paused; /* reading stopped because the other side's output is over its cap */
 };
 
@@ -194,6 +196,56 @@ static void conn_leave(struct conn *c)
         conn_free(c);
 }
 
+/*
+ * Sends what was staged for one side. libevent's socket-mode TLS bufferevent writes only from
+ * its write event: every response would cost an EPOLLOUT round trip and two epoll_ctl calls.
+ * So when nothing is queued in the bufferevent, the staged bytes go out with SSL_write right
+ * away (up to 16 KiB per record); whatever the socket does not take - and everything when
+ * bytes are already queued, to keep the order - is handed to the bufferevent. After a
+ * WANT_WRITE the same bytes lead the bufferevent's output, as OpenSSL requires for the retry
+ * (the bufferevent sets SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER).
+ */
+static void conn_push(struct conn_end *e)
+{
+    struct evbuffer *out;
+    SSL *ssl;
+    size_t n;
+
+    if (e->bev == NULL || (n = evbuffer_get_length(e->stage)) == 0)
+        return;
+    out = bufferevent_get_output(e->bev);
+    ssl = bufferevent_openssl_get_ssl(e->bev);
+    while (ssl != NULL && n > 0 && evbuffer_get_length(out) == 0) {
+        size_t len = n < 16384 ? n : 16384;
+        unsigned char *p = evbuffer_pullup(e->stage, (ev_ssize_t)len);
+        int w;
+
+        if (p == NULL)
+            break;
+        w = SSL_write(ssl, p, (int)len);
+        if (w <= 0) {
+            ERR_clear_error();
+            break;
+        }
+        evbuffer_drain(e->stage, (size_t)w);
+        n -= (size_t)w;
+    }
+    if (n > 0) {
+        evbuffer_add_buffer(out, e->stage);
+    } else if (evbuffer_get_length(out) == 0 && event_pending(&e->bev->ev_write, EV_WRITE, NULL)) {
+        /* nothing left for the write event: drop it now (with the worker's epoll changelist a
+         * pending add is cancelled without a system call) instead of waking for EPOLLOUT */
+        event_del(&e->bev->ev_write);
+    }
+}
+
+/* Bytes waiting for one side: staged plus queued in its bufferevent. */
+static size_t conn_pending(const struct conn_end *e)
+{
+    return evbuffer_get_length(e->stage) +
+           (e->bev != NULL ? evbuffer_get_length(bufferevent_get_output(e->bev)) : 0);
+}
+
 static const char *tls_reason(unsigned long e)
 {
     const char *r = ERR_reason_error_string(e);
@@ -256,6 +308,8 @@ static void conn_drop_upstream(struct conn *c, bool abort)
         c->upstream.bev = NULL;
     }
     c->upstream.paused = false;
+    if (c->upstream.stage != NULL)
+        evbuffer_drain(c->upstream.stage, evbuffer_get_length(c->upstream.stage));
     http1_parser_free(&c->upstream.parser);
     c->resp = NULL;
 }
@@ -277,6 +331,12 @@ static void conn_free(struct conn *c)
     }
     http1_parser_free(&c->client.parser);
     conn_drop_mask(c);
+    for (int i = 0; i < 2; i++) {
+        struct evbuffer *st = i == 0 ? c->client.stage : c->upstream.stage;
+
+        if (st != NULL)
+            evbuffer_free(st);
+    }
     if (c->timer != NULL)
         event_free(c->timer);
     policy_unref(&c->policy);
@@ -335,6 +395,7 @@ static void conn_linger(struct conn *c)
 /* Close once the client's output has drained (the final response is on its way). */
 static void conn_flush_close(struct conn *c)
 {
+    conn_push(&c->client);
     conn_drop_upstream(c, !c->resp_done || !c->req_done);
     conn_set_state(c, CONN_S_FLUSH_CLOSE);
     conn_arm(c, CONN_T_FLUSH);
@@ -428,7 +489,7 @@ static int req_on_body(void *arg, const char *data, size_t len)
 
     if (c->upstream.bev == NULL)
         return -1;
-    out = bufferevent_get_output(c->upstream.bev);
+    out = c->upstream.stage;
     if (c->req->body == HTTP1_BODY_CHUNKED)
         return http1_write_chunk(out, data, len) == 0 ? 0 : -1;
     return evbuffer_add(out, data, len) == 0 ? 0 : -1;
@@ -439,7 +500,7 @@ static int req_on_done(void *arg)
     struct conn *c = arg;
 
     if (c->upstream.bev != NULL && c->req->body == HTTP1_BODY_CHUNKED &&
-        http1_write_last_chunk(bufferevent_get_output(c->upstream.bev)) < 0)
+        http1_write_last_chunk(c->upstream.stage) < 0)
         return -1;
     c->req_done = true;
     c->parse_stop = true;
@@ -675,12 +736,12 @@ static void conn_client_input(struct conn *c)
         }
         evbuffer_drain(in, (size_t)r);
         c->bytes_in += r;
+        conn_push(&c->upstream);
         if (c->head_ready) {
             conn_request_head(c);
             return;
         }
-        if (c->upstream.bev != NULL &&
-            evbuffer_get_length(bufferevent_get_output(c->upstream.bev)) >= VG_CONN_OUT_CAP) {
+        if (c->upstream.bev != NULL && conn_pending(&c->upstream) >= VG_CONN_OUT_CAP) {
             c->client.paused = true;
             bufferevent_setwatermark(c->upstream.bev, EV_WRITE, VG_CONN_OUT_CAP / 2, 0);
             break;
@@ -704,7 +765,7 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
 {
     struct conn *c = arg;
     struct http_head *h = &msg->head;
-    struct evbuffer *out = bufferevent_get_output(c->client.bev);
+    struct evbuffer *out = c->client.stage;
     enum http1_body body = msg->body;
     uint64_t cl = msg->content_length;
     bool close = !c->req_keep_alive;
@@ -784,7 +845,7 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
 /* Moves what is in c->scratch to the client, framed for this response. 0 or -1. */
 static int conn_emit_scratch(struct conn *c)
 {
-    struct evbuffer *out = bufferevent_get_output(c->client.bev);
+    struct evbuffer *out = c->client.stage;
     size_t n = evbuffer_get_length(c->scratch);
 
     if (n == 0)
@@ -855,7 +916,7 @@ static int conn_mask_finish(struct conn *c)
 static int resp_on_body(void *arg, const char *data, size_t len)
 {
     struct conn *c = arg;
-    struct evbuffer *out = bufferevent_get_output(c->client.bev);
+    struct evbuffer *out = c->client.stage;
 
     if (c->mask != NULL)
         return conn_mask_body(c, data, len);
@@ -871,7 +932,7 @@ static int resp_on_done(void *arg)
 
     if (c->mask != NULL && c->resp_started && conn_mask_finish(c) < 0)
         return -1;
-    if (c->resp_chunked && http1_write_last_chunk(bufferevent_get_output(c->client.bev)) < 0)
+    if (c->resp_chunked && http1_write_last_chunk(c->client.stage) < 0)
         return -1;
     c->resp_done = true;
     c->parse_stop = true;
@@ -886,13 +947,14 @@ static void conn_response_done(struct conn *c)
     struct bufferevent *ub = c->upstream.bev;
     bool reuse;
 
+    conn_push(&c->client);
     metrics_request(w->id, c->mdec, c->status, elapsed_since(&c->t_start));
     audit_route(w->sh->audit, w->id, c->host,
                 c->route_tunnel ? AUDIT_ROUTE_TUNNEL : AUDIT_ROUTE_DIRECT);
     conn_log_request(c, route, NULL);
     reuse = ub != NULL && c->req_done && c->resp != NULL && c->resp->keep_alive &&
             evbuffer_get_length(bufferevent_get_input(ub)) == 0 &&
-            evbuffer_get_length(bufferevent_get_output(ub)) == 0;
+            conn_pending(&c->upstream) == 0;
     if (reuse) {
         bufferevent_setcb(ub, NULL, NULL, NULL, NULL);
         bufferevent_set_timeouts(ub, NULL, NULL);
@@ -942,6 +1004,7 @@ static void conn_upstream_input(struct conn *c)
         }
         evbuffer_drain(in, (size_t)r);
         c->resp_bytes += (uint64_t)r;
+        conn_push(&c->client);
         if (c->parse_stop || (size_t)r < v.iov_len)
             break;
     }
@@ -951,7 +1014,7 @@ static void conn_upstream_input(struct conn *c)
         conn_response_done(c);
         return;
     }
-    if (evbuffer_get_length(bufferevent_get_output(c->client.bev)) >= VG_CONN_OUT_CAP) {
+    if (conn_pending(&c->client) >= VG_CONN_OUT_CAP) {
         c->upstream.paused = true;
         bufferevent_setwatermark(c->client.bev, EV_WRITE, VG_CONN_OUT_CAP / 2, 0);
     }
@@ -1125,7 +1188,7 @@ static void conn_up_ready(void *arg, struct bufferevent *bev, enum upstream_err 
         goto out;
     }
     http1_parser_set_request_method(c->upstream.parser, req->head.method);
-    out = bufferevent_get_output(bev);
+    out = c->upstream.stage;
     if (http1_write_request_head(out, &req->head,
                                  req->body == HTTP1_BODY_LENGTH && req->content_length == 0
                                      ? HTTP1_BODY_NONE
@@ -1147,6 +1210,7 @@ static void conn_up_ready(void *arg, struct bufferevent *bev, enum upstream_err 
     conn_set_state(c, CONN_S_RELAY);
     conn_arm(c, CONN_T_UP_HEAD);
     bufferevent_enable(bev, EV_WRITE);
+    conn_push(&c->upstream);
     {
         struct timeval tv = {CONN_T_BODY_IDLE, 0};
 
@@ -1366,7 +1430,11 @@ void conn_accept(struct listen_worker *w, const struct listen_addr *la, evutil_s
     metrics_conn_open(w->id);
     c->policy = policy_ref(listen_worker_policy(w));
     c->timer = evtimer_new(w->base, timer_cb, c);
-    ssl = c->timer != NULL ? tls_server_ssl_new(w->ssl_ctx, c) : NULL;
+    c->client.stage = evbuffer_new();
+    c->upstream.stage = evbuffer_new();
+    ssl = c->timer != NULL && c->client.stage != NULL && c->upstream.stage != NULL
+              ? tls_server_ssl_new(w->ssl_ctx, c)
+              : NULL;
     if (ssl == NULL) {
         evutil_closesocket(fd);
         conn_close(c, "oom");

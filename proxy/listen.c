@@ -281,8 +281,9 @@ static int worker_init(struct listen_worker *w, struct listen_shared *sh, int id
     cfg = event_config_new();
     if (cfg == NULL)
         goto out;
-    /* one thread per base: no locking inside libevent */
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK);
+    /* one thread per base: no locking inside libevent; the epoll changelist folds the
+     * enable/disable pairs of one loop turn into at most one epoll_ctl per descriptor */
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK | EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
     w->base = event_base_new_with_config(cfg);
     if (w->base == NULL) {
         snprintf(err, errlen, "worker %d: event base", id);

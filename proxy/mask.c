@@ -21,7 +21,6 @@
 #define ZLIB_CONST
 #include "proxy/mask.h"
 
-#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +58,8 @@ struct mask {
     unsigned char first[INJECT_MAX_FORMS];
     size_t nfirst;
 };
+
+_Static_assert(INJECT_MAX_FORMS == 3, "mask_scan's idle test reads three states");
 
 /* Failure function of KMP: fail[q] = length of the longest proper border of p[0..q). */
 static void mask_fail_build(const unsigned char *p, size_t len, uint32_t *fail)

@@ -85,32 +85,31 @@ struct run_state {
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: vaultgate run --vault FILE [options]\n\n"
-            "Runs the gateway in the foreground. SIGTERM/SIGINT stop it, SIGHUP reloads the "
-            "vault.\n\n"
-            "  --listen-https ADDR    TLS listener, host:port or [v6]:port (127.0.0.1:8443); "
-            "repeatable\n"
-            "  --listen-http ADDR     plain HTTP listener (127.0.0.1:8080), `none` disables; "
-            "repeatable\n"
-            "  --listen-proxy ADDR    explicit proxy listener (none); repeatable\n"
-            "  --admin ADDR           admin API (127.0.0.1:9090), or unix:/path\n"
-            "  --admin-allow-remote   allow a non-loopback --admin address\n"
-            "  --ca-out FILE          where the CA certificate goes (<state-dir>/ca.pem)\n"
-            "  --state-dir DIR        state directory, created 0700 (./var)\n"
-            "  --audit URL            sqlite:PATH, postgresql://..., or off "
-            "(sqlite:<state-dir>/audit.db)\n"
-            "  --audit-source NAME    proxy or local-egress (proxy)\n"
-            "  --resolve HOST:PORT:ADDR  pin a name to an address; repeatable\n"
-            "  --dns-server ADDR      resolver IP or IP:PORT; repeatable\n"
-            "  --upstream-ca FILE     trust anchors for upstream verification (system store)\n"
-            "  --upstream-proxy URL   HTTP CONNECT proxy for upstream connections\n"
-            "  --allow-private CIDR   destinations exempt from the private-address rule; "
-            "repeatable\n"
-            "  --threads N            worker threads (number of CPUs)\n"
-            "  --user NAME            drop to this user after binding\n"
-            "  --vault-wait SECONDS   retry an unreadable vault this long (0)\n"
-            "  --log-level LEVEL      error, warn, info, debug (info)\n");
+    fprintf(out, "usage: vaultgate run --vault FILE [options]\n\n"
+                 "Runs the gateway in the foreground. SIGTERM/SIGINT stop it, SIGHUP reloads the "
+                 "vault.\n\n"
+                 "  --listen-https ADDR    TLS listener, host:port or [v6]:port (127.0.0.1:8443); "
+                 "repeatable\n"
+                 "  --listen-http ADDR     plain HTTP listener (127.0.0.1:8080), `none` disables; "
+                 "repeatable\n"
+                 "  --listen-proxy ADDR    explicit proxy listener (none); repeatable\n"
+                 "  --admin ADDR           admin API (127.0.0.1:9090), or unix:/path\n"
+                 "  --admin-allow-remote   allow a non-loopback --admin address\n"
+                 "  --ca-out FILE          where the CA certificate goes (<state-dir>/ca.pem)\n"
+                 "  --state-dir DIR        state directory, created 0700 (./var)\n"
+                 "  --audit URL            sqlite:PATH, postgresql://..., or off "
+                 "(sqlite:<state-dir>/audit.db)\n"
+                 "  --audit-source NAME    proxy or local-egress (proxy)\n"
+                 "  --resolve HOST:PORT:ADDR  pin a name to an address; repeatable\n"
+                 "  --dns-server ADDR      resolver IP or IP:PORT; repeatable\n"
+                 "  --upstream-ca FILE     trust anchors for upstream verification (system store)\n"
+                 "  --upstream-proxy URL   HTTP CONNECT proxy for upstream connections\n"
+                 "  --allow-private CIDR   destinations exempt from the private-address rule; "
+                 "repeatable\n"
+                 "  --threads N            worker threads (number of CPUs)\n"
+                 "  --user NAME            drop to this user after binding\n"
+                 "  --vault-wait SECONDS   retry an unreadable vault this long (0)\n"
+                 "  --log-level LEVEL      error, warn, info, debug (info)\n");
 }
 
 /* ---- option parsing --------------------------------------------------------------------- */
@@ -141,8 +140,8 @@ static int parse_number(const char *opt, const char *v, double lo, double hi, do
     errno = 0;
     d = strtod(v, &end);
     if (v[0] == '\0' || *end != '\0' || errno != 0 || !(d >= lo && d <= hi))
-        return cli_usage_error(RUN_CMD, "%s: expected a number from %g to %g, got '%s'", opt,
-                               lo, hi, v);
+        return cli_usage_error(RUN_CMD, "%s: expected a number from %g to %g, got '%s'", opt, lo,
+                               hi, v);
     *out = d;
     return 0;
 }
@@ -183,8 +182,8 @@ static int apply_opt(struct run_opts *o, const char *name, const char *v, bool *
         else if (strcmp(v, "local-egress") == 0)
             o->audit_source = AUDIT_SOURCE_LOCAL_EGRESS;
         else
-            return cli_usage_error(RUN_CMD, "%s: expected proxy or local-egress, got '%s'",
-                                   name, v);
+            return cli_usage_error(RUN_CMD, "%s: expected proxy or local-egress, got '%s'", name,
+                                   v);
         return 0;
     }
     if (strcmp(name, "--resolve") == 0)
@@ -231,10 +230,10 @@ static int apply_opt(struct run_opts *o, const char *name, const char *v, bool *
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
     static const char *const with_value[] = {
-        "--vault",     "--listen-https", "--listen-http",   "--listen-proxy", "--admin",
-        "--ca-out",    "--state-dir",    "--audit",         "--audit-source", "--resolve",
-        "--dns-server", "--upstream-ca", "--upstream-proxy", "--allow-private", "--threads",
-        "--user",      "--vault-wait",   "--log-level",
+        "--vault",      "--listen-https", "--listen-http",    "--listen-proxy",  "--admin",
+        "--ca-out",     "--state-dir",    "--audit",          "--audit-source",  "--resolve",
+        "--dns-server", "--upstream-ca",  "--upstream-proxy", "--allow-private", "--threads",
+        "--user",       "--vault-wait",   "--log-level",
     };
     bool seen_threads = false, seen_wait = false, seen_level = false, seen_source = false;
 
@@ -274,8 +273,8 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 }
 
 /* Checks that need the whole option set; fills the defaults. 0 or EXIT_USAGE. */
-static int check_opts(struct run_opts *o, struct listen_shared *sh,
-                      struct upstream_config *uc, char *buf, size_t buflen)
+static int check_opts(struct run_opts *o, struct listen_shared *sh, struct upstream_config *uc,
+                      char *buf, size_t buflen)
 {
     char err[512];
     size_t n = 0;
@@ -321,7 +320,7 @@ static int check_opts(struct run_opts *o, struct listen_shared *sh,
     uc->pool_max_per_key = 256; /* >= the concurrency one host sees, or the pool churns */
     if (upstream_config_check(uc, err, sizeof(err)) < 0)
         return cli_usage_error(RUN_CMD, "%s", err);
-    /* only the TLS listeners are served by this build; the others are validated all the same */
+    /* TLS and plain-HTTP listeners are served; explicit-proxy ones are validated only */
     sh->addrs = calloc(o->https.n + o->http.n + o->proxy.n, sizeof(sh->addrs[0]));
     if (sh->addrs == NULL)
         return cli_usage_error(RUN_CMD, "out of memory");
@@ -329,14 +328,15 @@ static int check_opts(struct run_opts *o, struct listen_shared *sh,
         if (listen_parse_addr(o->https.v[i], LISTEN_HTTPS, &sh->addrs[n++], err, sizeof(err)))
             return cli_usage_error(RUN_CMD, "--listen-https: %s", err);
     }
-    for (size_t i = 0; i < o->http.n + o->proxy.n; i++) {
+    for (size_t i = 0; i < o->http.n; i++) {
+        if (listen_parse_addr(o->http.v[i], LISTEN_HTTP, &sh->addrs[n++], err, sizeof(err)))
+            return cli_usage_error(RUN_CMD, "--listen-http: %s", err);
+    }
+    for (size_t i = 0; i < o->proxy.n; i++) {
         struct listen_addr tmp;
-        bool http = i < o->http.n;
-        const char *v = http ? o->http.v[i] : o->proxy.v[i - o->http.n];
 
-        if (listen_parse_addr(v, http ? LISTEN_HTTP : LISTEN_PROXY, &tmp, err, sizeof(err)))
-            return cli_usage_error(RUN_CMD, "%s: %s", http ? "--listen-http" : "--listen-proxy",
-                                   err);
+        if (listen_parse_addr(o->proxy.v[i], LISTEN_PROXY, &tmp, err, sizeof(err)))
+            return cli_usage_error(RUN_CMD, "--listen-proxy: %s", err);
     }
     if (n > VG_LISTENERS_MAX)
         return cli_usage_error(RUN_CMD, "more than %d listeners", VG_LISTENERS_MAX);
@@ -600,8 +600,7 @@ static void run_reload(struct run_state *rs)
     for (size_t i = 0; i < n; i++) {
         if (ca_constrained(rs->sh.ca) && !ca_permits(rs->sh.ca, names[i].name)) {
             if (outside++ == 0)
-                warn_add(rs, true,
-                         "relaunch required: %s is outside the CA's name constraints",
+                warn_add(rs, true, "relaunch required: %s is outside the CA's name constraints",
                          names[i].name);
         }
     }
@@ -648,7 +647,8 @@ static int wait_signals(struct run_state *rs, const sigset_t *set)
             run_reload(rs);
             continue;
         }
-        log_eventf(LOG_INFO, "stop", "signal", "%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        log_eventf(LOG_INFO, "stop", "signal", "%s: stopping",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM");
         return EXIT_OK;
     }
 }
@@ -749,13 +749,10 @@ int cmd_run(int argc, char **argv)
     }
     if (strcmp(rs.audit_url, "off") == 0)
         warn_add(&rs, false, "audit is off: refusals are not recorded");
-    if (o.http.n > 0)
-        warn_add(&rs, false, "plain-HTTP listeners are not served by this build: --listen-http "
-                             "%s ignored",
-                 o.http.v[0]);
     if (o.proxy.n > 0)
-        warn_add(&rs, false, "explicit-proxy listeners are not served by this build: "
-                             "--listen-proxy %s ignored",
+        warn_add(&rs, false,
+                 "explicit-proxy listeners are not served by this build: "
+                 "--listen-proxy %s ignored",
                  o.proxy.v[0]);
     ops.status = run_status;
     ops.ready = run_ready;

@@ -51,15 +51,16 @@
 #include <openssl/err.h>
 
 /* Timeouts of SPEC §4, in seconds. */
-#define CONN_T_HANDSHAKE  10
-#define CONN_T_HEAD       30
-#define CONN_T_IDLE       75
-#define CONN_T_UP_HEAD    600
-#define CONN_T_BODY_IDLE  300
-#define CONN_T_UP_GET     40 /* safety net above upstream.c's connect + TLS timeouts */
-#define CONN_T_FLUSH      10
-#define CONN_T_LINGER     2
-#define CONN_UPSTREAM_PORT 443
+#define CONN_T_HANDSHAKE 10
+#define CONN_T_HEAD      30
+#define CONN_T_IDLE      75
+#define CONN_T_UP_HEAD   600
+#define CONN_T_BODY_IDLE 300
+#define CONN_T_UP_GET    40 /* safety net above upstream.c's connect + TLS timeouts */
+#define CONN_T_FLUSH     10
+#define CONN_T_LINGER    2
+#define CONN_HTTPS_PORT  443
+#define CONN_HTTP_PORT   80
 
 /* The one name vaultgate answers itself (SPEC §9, `vaultgate probe`). */
 #define CONN_PROBE_HOST "probe.vaultgate.invalid"
@@ -82,7 +83,7 @@ struct conn_end {
     struct bufferevent *bev;
     struct http1_parser *parser;
     struct evbuffer *stage; /* bytes produced for this side, sent by conn_push() */
-    bool paused; /* reading stopped because the other side's output is over its cap */
+    bool paused;            /* reading stopped because the other side's output is over its cap */
 };
 
 struct conn {
@@ -93,12 +94,13 @@ struct conn {
     struct conn *prev, *next;
     uint64_t id;
     struct event *timer;
-    int depth;          /* callback nesting; the struct is freed at depth 0 */
-    bool free_pending;  /* conn_close() ran inside a callback */
+    int depth;         /* callback nesting; the struct is freed at depth 0 */
+    bool free_pending; /* conn_close() ran inside a callback */
+    bool tls;          /* a TLS listener (host from SNI); else plain HTTP (host from Host) */
     bool handshake_done;
-    bool draining;      /* stop requested: close after the current response */
-    bool idle;          /* REQ_HEAD with no byte of the next request yet */
-    bool parse_stop;    /* a parser callback asked the feed loop to stop */
+    bool draining;             /* stop requested: close after the current response */
+    bool idle;                 /* REQ_HEAD with no byte of the next request yet */
+    bool parse_stop;           /* a parser callback asked the feed loop to stop */
     char host[HOSTNAME_BUFSZ]; /* normalised SNI */
     char client_addr[64];
     struct policy *policy; /* snapshot of the current request (or of the handshake) */
@@ -110,19 +112,26 @@ struct conn {
     enum metrics_decision mdec;
     int rule;
     int status;
-    bool head_ready;     /* on_head seen, not yet handled */
-    bool req_done;       /* whole request body sent upstream */
+    bool head_ready; /* on_head seen, not yet handled */
+    bool req_done;   /* whole request body sent upstream */
     bool req_keep_alive;
-    bool resp_started;   /* response head written to the client */
+    bool resp_started; /* response head written to the client */
     bool resp_done;
-    bool resp_chunked;   /* re-framing the response body as chunked for the client */
-    bool resp_close;     /* the client connection closes after this response */
+    bool resp_chunked; /* re-framing the response body as chunked for the client */
+    bool resp_close;   /* the client connection closes after this response */
     bool route_tunnel;
-    bool retried;        /* the request was sent again after a pooled connection died */
+    bool up_tls; /* the upstream of this request: TLS to up_port, or plain HTTP */
+    int up_port;
+    bool retried; /* the request was sent again after a pooled connection died */
     int64_t bytes_in, bytes_out;
     uint64_t resp_bytes; /* bytes read from the upstream for this request */
     /* reflection masking of a response to a request that carried a secret (SPEC §4) */
     struct mask *mask;
+    int mask_rule; /* the masker is reused while rule and snapshot stay the same */
+    uint64_t mask_gen;
+    bool mask_clean;     /* the last response through it ended with mask_finish() */
+    bool masking;        /* this request carried the secret: its response is masked */
+    uint64_t policy_gen; /* generation of c->policy */
     struct mask_decoder *dec;
     struct evbuffer *scratch; /* decoded / masked bytes on their way to the client */
     int resp_err_status;      /* set by a response callback that aborts the parse */
@@ -230,6 +239,14 @@ static void conn_push(struct conn_end *e)
         evbuffer_drain(e->stage, (size_t)w);
         n -= (size_t)w;
     }
+    if (ssl == NULL && n > 0 && evbuffer_get_length(out) == 0) {
+        /* plain socket: the same shortcut with writev */
+        evutil_socket_t fd = bufferevent_getfd(e->bev);
+        int w = fd >= 0 ? evbuffer_write(e->stage, fd) : -1;
+
+        if (w > 0)
+            n -= (size_t)w;
+    }
     if (n > 0) {
         evbuffer_add_buffer(out, e->stage);
     } else if (evbuffer_get_length(out) == 0 && event_pending(&e->bev->ev_write, EV_WRITE, NULL)) {
@@ -281,6 +298,8 @@ static enum metrics_upstream_error upstream_metric(enum upstream_err e)
 /* Frees the per-request masking state (wiping what it held). */
 static void conn_drop_mask(struct conn *c)
 {
+    c->masking = false;
+    c->mask_clean = false;
     mask_free(&c->mask);
     mask_decoder_free(&c->dec);
     if (c->scratch != NULL) {
@@ -449,8 +468,8 @@ static void conn_respond_error(struct conn *c, int status, const char *type, con
         return;
     }
     c->status = status;
-    if (http1_write_error(out, status, type, details, c->host[0] != '\0' ? c->host : NULL,
-                          true) < 0) {
+    if (http1_write_error(out, status, type, details, c->host[0] != '\0' ? c->host : NULL, true) <
+        0) {
         conn_close(c, "write_error");
         return;
     }
@@ -539,7 +558,7 @@ static int conn_authority_ok(const struct conn *c, const char *a, size_t len)
         return -1;
     if (strcmp(host, c->host) != 0)
         return 0;
-    return port == 0 || port == 443 || port == c->la->port;
+    return port == 0 || port == (c->tls ? CONN_HTTPS_PORT : CONN_HTTP_PORT) || port == c->la->port;
 }
 
 /*
@@ -553,14 +572,26 @@ static int conn_check_target(struct conn *c, struct http_head *h, const char **w
     const char *t = h->target, *auth, *end;
     int r;
 
-    if (nhost > 1 || (nhost == 0 && h->version_minor != 0)) {
+    if (nhost > 1 || (nhost == 0 && (h->version_minor != 0 || !c->tls))) {
         *why = nhost > 1 ? "several Host fields" : "missing Host";
         return 400;
+    }
+    if (!c->tls) {
+        /* plain HTTP: the request's Host names the host (each request on its own) */
+        int port = 0;
+
+        if (http1_split_authority(hf->value, hf->value_len, c->host, sizeof(c->host), &port) < 0) {
+            c->host[0] = '\0';
+            *why = "malformed Host";
+            return 400;
+        }
     }
     if (hf != NULL) {
         r = conn_authority_ok(c, hf->value, hf->value_len);
         if (r != 1) {
-            *why = r < 0 ? "malformed Host" : "Host does not match the TLS server name";
+            *why = r < 0 ? "malformed Host"
+                         : (c->tls ? "Host does not match the TLS server name"
+                                   : "Host names another port");
             return r < 0 ? 400 : 421;
         }
     }
@@ -618,8 +649,18 @@ static int conn_mask_setup(struct conn *c, struct http_head *h)
     httphead_remove(h, "Accept-Encoding");
     if (n == 0 || httphead_add(h, "Accept-Encoding", 15, "identity", 8) < 0)
         return -1;
-    c->mask = mask_new(forms, n);
-    c->scratch = evbuffer_new();
+    if (c->mask != NULL &&
+        !(c->mask_clean && c->mask_rule == c->rule && c->mask_gen == c->policy_gen))
+        conn_drop_mask(c);
+    if (c->mask == NULL) {
+        c->mask = mask_new(forms, n);
+        c->mask_rule = c->rule;
+        c->mask_gen = c->policy_gen;
+    }
+    c->mask_clean = false;
+    c->masking = true;
+    if (c->scratch == NULL)
+        c->scratch = evbuffer_new();
     return c->mask != NULL && c->scratch != NULL ? 0 : -1;
 }
 
@@ -653,6 +694,7 @@ static void conn_request_head(struct conn *c)
     /* the snapshot this request keeps until it ends */
     policy_unref(&c->policy);
     c->policy = policy_ref(listen_worker_policy(w));
+    c->policy_gen = w->policy_gen;
     policy_decide(c->policy, c->host, &dec);
     if (dec.verdict == POLICY_BLOCK) {
         c->mdec = METRICS_D_BLOCK;
@@ -677,10 +719,13 @@ static void conn_request_head(struct conn *c)
     } else {
         c->mdec = METRICS_D_ALLOW;
     }
+    /* a rule's host is only ever reached over TLS on 443, whatever listener it came in on */
+    c->up_tls = c->tls || dec.verdict == POLICY_INJECT;
+    c->up_port = c->up_tls ? CONN_HTTPS_PORT : CONN_HTTP_PORT;
     conn_set_state(c, CONN_S_UP_CONNECT);
     conn_update_reading(c);
     conn_arm(c, CONN_T_UP_GET);
-    c->upreq = upstream_get(w->up, c->host, CONN_UPSTREAM_PORT, true, conn_up_ready, c);
+    c->upreq = upstream_get(w->up, c->host, c->up_port, c->up_tls, conn_up_ready, c);
     if (c->upreq == NULL)
         conn_respond_error(c, 502, "proxy_internal_error", "upstream connection failed",
                            "upstream_get");
@@ -688,7 +733,13 @@ static void conn_request_head(struct conn *c)
 
 static void conn_start_request(struct conn *c)
 {
-    conn_drop_mask(c);
+    if (!c->tls)
+        c->host[0] = '\0'; /* plain HTTP: each request names its host */
+    /* a masker that finished its last stream cleanly is kept for the next request */
+    if (!c->mask_clean)
+        conn_drop_mask(c);
+    mask_decoder_free(&c->dec);
+    c->masking = false;
     c->resp_err_status = 0;
     c->req = NULL;
     c->rule = -1;
@@ -778,14 +829,14 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
         c->resp_err_details = "unexpected 101 from upstream";
         return -1;
     }
-    if (c->mask != NULL)
+    if (c->masking)
         mask_head(c->mask, h);
     if (h->status >= 100 && h->status < 200) {
         /* 1xx: passed on; the parser then reads the final response head */
         http1_strip_hop_by_hop(h, false);
         return http1_write_response_head(out, h, HTTP1_BODY_NONE, 0, false) == 0 ? 0 : -1;
     }
-    if (c->mask != NULL && body != HTTP1_BODY_NONE) {
+    if (c->masking && body != HTTP1_BODY_NONE) {
         size_t nce = httphead_count(h, "Content-Encoding");
         f = httphead_get(h, "Content-Encoding");
         enum mask_coding coding =
@@ -910,6 +961,7 @@ static int conn_mask_finish(struct conn *c)
     }
     if (mask_finish(c->mask, c->scratch) < 0)
         return -1;
+    c->mask_clean = true;
     return conn_emit_scratch(c);
 }
 
@@ -918,7 +970,7 @@ static int resp_on_body(void *arg, const char *data, size_t len)
     struct conn *c = arg;
     struct evbuffer *out = c->client.stage;
 
-    if (c->mask != NULL)
+    if (c->masking)
         return conn_mask_body(c, data, len);
     c->bytes_out += (int64_t)len;
     if (c->resp_chunked)
@@ -930,7 +982,7 @@ static int resp_on_done(void *arg)
 {
     struct conn *c = arg;
 
-    if (c->mask != NULL && c->resp_started && conn_mask_finish(c) < 0)
+    if (c->masking && c->resp_started && conn_mask_finish(c) < 0)
         return -1;
     if (c->resp_chunked && http1_write_last_chunk(c->client.stage) < 0)
         return -1;
@@ -953,14 +1005,13 @@ static void conn_response_done(struct conn *c)
                 c->route_tunnel ? AUDIT_ROUTE_TUNNEL : AUDIT_ROUTE_DIRECT);
     conn_log_request(c, route, NULL);
     reuse = ub != NULL && c->req_done && c->resp != NULL && c->resp->keep_alive &&
-            evbuffer_get_length(bufferevent_get_input(ub)) == 0 &&
-            conn_pending(&c->upstream) == 0;
+            evbuffer_get_length(bufferevent_get_input(ub)) == 0 && conn_pending(&c->upstream) == 0;
     if (reuse) {
         bufferevent_setcb(ub, NULL, NULL, NULL, NULL);
         bufferevent_set_timeouts(ub, NULL, NULL);
         bufferevent_setwatermark(ub, EV_WRITE, 0, 0);
         c->upstream.bev = NULL;
-        upstream_release(w->up, c->host, CONN_UPSTREAM_PORT, true, ub);
+        upstream_release(w->up, c->host, c->up_port, c->up_tls, ub);
     }
     conn_drop_upstream(c, !reuse && !c->req_done);
     if (c->resp_close || !c->req_keep_alive || !c->req_done || c->draining) {
@@ -995,8 +1046,8 @@ static void conn_upstream_input(struct conn *c)
         if (r < 0) {
             metrics_upstream_error(c->w->id, METRICS_UE_PROTOCOL);
             if (c->resp_err_status != 0)
-                conn_respond_error(c, c->resp_err_status, c->resp_err_type,
-                                   c->resp_err_details, "upstream_protocol");
+                conn_respond_error(c, c->resp_err_status, c->resp_err_type, c->resp_err_details,
+                                   "upstream_protocol");
             else
                 conn_respond_error(c, 502, "http_protocol_error", "malformed upstream response",
                                    "upstream_protocol");
@@ -1032,8 +1083,7 @@ static void conn_update_reading(struct conn *c)
      * request wait in its input, bounded by the read watermark, and are parsed only after the
      * response): toggling EV_READ per request would cost two epoll_ctl calls. */
     client_read = c->state == CONN_S_REQ_HEAD || c->state == CONN_S_LINGER ||
-                  c->state == CONN_S_UP_CONNECT ||
-                  (c->state == CONN_S_RELAY && !c->client.paused);
+                  c->state == CONN_S_UP_CONNECT || (c->state == CONN_S_RELAY && !c->client.paused);
     if (c->client.bev != NULL) {
         if (client_read)
             bufferevent_enable(c->client.bev, EV_READ);
@@ -1094,7 +1144,7 @@ static int conn_retry_upstream(struct conn *c)
     conn_set_state(c, CONN_S_UP_CONNECT);
     conn_arm(c, CONN_T_UP_GET);
     conn_log(c, LOG_DEBUG, "upstream_retry", "pooled_connection_closed", NULL);
-    c->upreq = upstream_get(c->w->up, c->host, CONN_UPSTREAM_PORT, true, conn_up_ready, c);
+    c->upreq = upstream_get(c->w->up, c->host, c->up_port, c->up_tls, conn_up_ready, c);
     if (c->upreq == NULL)
         conn_respond_error(c, 502, "proxy_internal_error", "upstream connection failed",
                            "upstream_get");
@@ -1117,8 +1167,8 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
             /* sent again on a fresh connection */
         } else if (c->state == CONN_S_RELAY || c->state == CONN_S_UP_CONNECT) {
             metrics_upstream_error(c->w->id, METRICS_UE_PROTOCOL);
-            conn_respond_error(c, 502, "http_response_incomplete",
-                               "upstream closed the connection", "upstream_eof");
+            conn_respond_error(c, 502, "http_response_incomplete", "upstream closed the connection",
+                               "upstream_eof");
         }
     } else if (what & BEV_EVENT_TIMEOUT) {
         metrics_upstream_error(c->w->id, METRICS_UE_TIMEOUT);
@@ -1162,9 +1212,9 @@ static void conn_up_ready(void *arg, struct bufferevent *bev, enum upstream_err 
             c->mdec = METRICS_D_BLOCK;
             conn_record_refusal(c, c->host);
         }
-        conn_respond_error(c, st, type, err == UPSTREAM_ERR_PROHIBITED
-                                            ? "destination address prohibited"
-                                            : "upstream unavailable",
+        conn_respond_error(c, st, type,
+                           err == UPSTREAM_ERR_PROHIBITED ? "destination address prohibited"
+                                                          : "upstream unavailable",
                            type);
         goto out;
     }
@@ -1214,8 +1264,7 @@ static void conn_up_ready(void *arg, struct bufferevent *bev, enum upstream_err 
     {
         struct timeval tv = {CONN_T_BODY_IDLE, 0};
 
-        bufferevent_set_timeouts(c->client.bev, req->body != HTTP1_BODY_NONE ? &tv : NULL,
-                                 NULL);
+        bufferevent_set_timeouts(c->client.bev, req->body != HTTP1_BODY_NONE ? &tv : NULL, NULL);
     }
     conn_update_reading(c);
     if (!c->req_done)
@@ -1255,10 +1304,9 @@ static void client_write_cb(struct bufferevent *bev, void *arg)
     conn_leave(c);
 }
 
-static void conn_handshake_done(struct conn *c)
+/* Ready for the first request (after the TLS handshake, or at accept for plain HTTP). */
+static void conn_begin(struct conn *c)
 {
-    c->handshake_done = true;
-    metrics_tls_handshake(c->w->id);
     c->client.parser = http1_parser_new(HTTP1_REQUEST, &req_callbacks, c);
     if (c->client.parser == NULL) {
         conn_close(c, "oom");
@@ -1274,6 +1322,13 @@ static void conn_handshake_done(struct conn *c)
     conn_arm(c, CONN_T_HEAD);
     conn_update_reading(c);
     conn_client_input(c);
+}
+
+static void conn_handshake_done(struct conn *c)
+{
+    c->handshake_done = true;
+    metrics_tls_handshake(c->w->id);
+    conn_begin(c);
 }
 
 static void client_event_cb(struct bufferevent *bev, short what, void *arg)
@@ -1316,9 +1371,9 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
     case CONN_S_UP_CONNECT:
     case CONN_S_RELAY:
         metrics_upstream_error(c->w->id, METRICS_UE_TIMEOUT);
-        conn_respond_error(c, 504, c->state == CONN_S_RELAY ? "http_response_timeout"
-                                                            : "connection_timeout",
-                           "upstream timed out", "upstream_timeout");
+        conn_respond_error(
+            c, 504, c->state == CONN_S_RELAY ? "http_response_timeout" : "connection_timeout",
+            "upstream timed out", "upstream_timeout");
         break;
     case CONN_S_TLS_ACCEPT:
         conn_close(c, "handshake_timeout");
@@ -1401,6 +1456,28 @@ static void conn_addr_text(const struct sockaddr *sa, char *out, size_t outsz)
     }
 }
 
+/* A plain-HTTP listener's connection: no handshake, the first request may start at once. */
+static void conn_accept_plain(struct conn *c, const struct listen_addr *la, evutil_socket_t fd)
+{
+    if (la->kind != LISTEN_HTTP) { /* explicit-proxy listeners are not served by this build */
+        evutil_closesocket(fd);
+        conn_close(c, "listener_kind");
+        return;
+    }
+    c->client.bev = bufferevent_socket_new(c->w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (c->client.bev == NULL) {
+        evutil_closesocket(fd);
+        conn_close(c, "oom");
+        return;
+    }
+    bufferevent_setcb(c->client.bev, client_read_cb, client_write_cb, client_event_cb, c);
+    bufferevent_setwatermark(c->client.bev, EV_READ, 0, VG_CONN_IN_MAX);
+    bufferevent_enable(c->client.bev, EV_READ | EV_WRITE);
+    conn_enter(c);
+    conn_begin(c);
+    conn_leave(c);
+}
+
 void conn_accept(struct listen_worker *w, const struct listen_addr *la, evutil_socket_t fd,
                  const struct sockaddr *sa, int salen)
 {
@@ -1432,9 +1509,17 @@ void conn_accept(struct listen_worker *w, const struct listen_addr *la, evutil_s
     c->timer = evtimer_new(w->base, timer_cb, c);
     c->client.stage = evbuffer_new();
     c->upstream.stage = evbuffer_new();
-    ssl = c->timer != NULL && c->client.stage != NULL && c->upstream.stage != NULL
-              ? tls_server_ssl_new(w->ssl_ctx, c)
-              : NULL;
+    if (c->timer == NULL || c->client.stage == NULL || c->upstream.stage == NULL) {
+        evutil_closesocket(fd);
+        conn_close(c, "oom");
+        return;
+    }
+    if (la->kind != LISTEN_HTTPS) {
+        conn_accept_plain(c, la, fd);
+        return;
+    }
+    c->tls = true;
+    ssl = tls_server_ssl_new(w->ssl_ctx, c);
     if (ssl == NULL) {
         evutil_closesocket(fd);
         conn_close(c, "oom");

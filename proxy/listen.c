@@ -80,8 +80,7 @@ int listen_parse_addr(const char *s, enum listen_kind kind, struct listen_addr *
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_family = s[0] == '[' ? AF_INET6 : AF_INET;
     if (getaddrinfo(host, colon + 1, &hints, &ai) != 0 || ai == NULL) {
-        snprintf(err, errlen, "'%s': host must be an IPv4 address or a bracketed IPv6 address",
-                 s);
+        snprintf(err, errlen, "'%s': host must be an IPv4 address or a bracketed IPv6 address", s);
         return -1;
     }
     memset(out, 0, sizeof(*out));
@@ -205,8 +204,8 @@ struct listen_slot {
     const struct listen_addr *la;
 };
 
-static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-                      int salen, void *arg)
+static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
+                      void *arg)
 {
     struct listen_slot *s = arg;
 
@@ -312,9 +311,9 @@ static int worker_init(struct listen_worker *w, struct listen_shared *sh, int id
 
         s->w = w;
         s->la = &sh->addrs[i];
-        w->levs[i] = evconnlistener_new(w->base, accept_cb, s,
-                                        LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0,
-                                        sh->addrs[i].fds[id]);
+        w->levs[i] =
+            evconnlistener_new(w->base, accept_cb, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+                               0, sh->addrs[i].fds[id]);
         if (w->levs[i] == NULL) {
             snprintf(err, errlen, "worker %d: listener %s", id, sh->addrs[i].label);
             goto out;

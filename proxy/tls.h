@@ -13,9 +13,9 @@ struct conn;
 
 /* What the ClientHello callback serves for one host. */
 struct tls_leaf {
-    X509 *cert;     /* new reference, freed by the callback after use */
-    EVP_PKEY *key;  /* borrowed from the CA */
-    X509 *chain;    /* the intermediate, borrowed */
+    X509 *cert;    /* new reference, freed by the callback after use */
+    EVP_PKEY *key; /* borrowed from the CA */
+    X509 *chain;   /* the intermediate, borrowed */
 };
 
 /*

@@ -582,6 +582,42 @@ START_TEST(test_pause_resume)
 }
 END_TEST
 
+/* After an upgrade the parser stops; reset (the upgrade was refused) resumes, close does not. */
+START_TEST(test_reset_after_upgrade_and_close)
+{
+    static const char up[] =
+        "GET /ws HTTP/1.1\r\nHost: a.example\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\n\r\nGET /2 HTTP/1.1\r\nHost: a.example\r\n\r\n";
+    static const char cl[] = "GET / HTTP/1.1\r\nHost: a.example\r\nConnection: close\r\n\r\n"
+                             "GET /2 HTTP/1.1\r\nHost: a.example\r\n\r\n";
+    size_t first = 78;
+    struct rec r = {.kind = HTTP1_REQUEST};
+    struct http1_parser *p = http1_parser_new(HTTP1_REQUEST, &rec_cb, &r);
+    char *c = guard_copy(up, sizeof(up) - 1);
+
+    ck_assert_int_eq(http1_feed(p, c, sizeof(up) - 1), (ssize_t)first);
+    ck_assert_int_eq(http1_feed(p, c + first, sizeof(up) - 1 - first), 0);
+    http1_parser_reset(p);
+    ck_assert_int_eq(http1_feed(p, c + first, sizeof(up) - 1 - first),
+                     (ssize_t)(sizeof(up) - 1 - first));
+    ck_assert_int_eq(r.dones, 2);
+    guard_free(c, sizeof(up) - 1);
+    http1_parser_free(&p);
+
+    memset(&r, 0, sizeof(r));
+    p = http1_parser_new(HTTP1_REQUEST, &rec_cb, &r);
+    c = guard_copy(cl, sizeof(cl) - 1);
+    first = 54;
+    ck_assert_int_eq(http1_feed(p, c, sizeof(cl) - 1), (ssize_t)first);
+    http1_parser_reset(p);
+    ck_assert_int_eq(http1_feed(p, c + first, sizeof(cl) - 1 - first), 0);
+    ck_assert_int_eq(http1_feed_eof(p), 0);
+    ck_assert_int_eq(r.heads, 1);
+    guard_free(c, sizeof(cl) - 1);
+    http1_parser_free(&p);
+}
+END_TEST
+
 static int abort_head(void *arg, struct http1_msg *m)
 {
     return -1;
@@ -1021,6 +1057,7 @@ Suite *suite_http1(void)
     tcase_add_test(tc, test_caps);
     tcase_add_test(tc, test_pause_resume);
     tcase_add_test(tc, test_callback_abort_and_sticky_error);
+    tcase_add_test(tc, test_reset_after_upgrade_and_close);
     tcase_add_test(tc, test_request_eof);
     suite_add_tcase(s, tc);
     tc = tcase_create("response");

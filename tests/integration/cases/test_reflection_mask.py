@@ -47,6 +47,15 @@ try:
         t.check(b"Accept-Encoding: identity" in r.body, "%s: %r" % (path, r.body))
         t.check(r.header("Content-Encoding") is None, "%s: Content-Encoding kept" % path)
     t.check(SECRET.encode() in up.all_bytes(), "the injection did not happen (test broken)")
+    # keep-alive: the masker is reused across requests on one connection
+    s = vg.tls_client("api.example.test")
+    buf = b""
+    for path in (b"/plain", b"/split", b"/gzip", b"/plain"):
+        s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: api.example.test\r\n\r\n")
+        r, buf = t.parse_response(buf, reader=lambda: s.recv(65536))
+        t.check(r.status == 200 and SECRET.encode() not in r.raw_head + r.body and stars in r.body,
+                "keep-alive %r: %r" % (path, r))
+    s.close()
     r = vg.request("api.example.test", b"GET /br HTTP/1.1\r\nHost: api.example.test\r\n"
                    b"Connection: close\r\n\r\n")
     t.check(r.status == 502 and "http_response_content_coding" in (r.header("Proxy-Status") or ""),

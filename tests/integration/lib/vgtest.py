@@ -259,16 +259,18 @@ class FakeUpstream:
     """TLS server on ADDR:443. handler(req, conn_index) returns a list of actions:
     bytes (sent), ("sleep", s), ("close",). Records raw bytes per connection."""
 
-    def __init__(self, cert, key, handler=None, port=443, addr=None):
+    def __init__(self, cert, key, handler=None, port=443, addr=None, tls=True):
         self.handler = handler or (lambda req, ci: [resp_bytes(200, b"ok")])
         self.lock = threading.Lock()
         self.raw = []        # bytes received, one bytearray per connection
         self.requests = []   # Request objects, in order
         self.accepts = 0
         self.errors = []
-        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.ctx.load_cert_chain(cert, key)
-        self.ctx.set_alpn_protocols(["http/1.1"])
+        self.ctx = None
+        if tls:
+            self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.ctx.load_cert_chain(cert, key)
+            self.ctx.set_alpn_protocols(["http/1.1"])
         self.sock = None
         for _ in range(50):
             a = addr or "127.%d.%d.%d" % (random.randint(1, 254), random.randint(0, 255),
@@ -319,7 +321,7 @@ class FakeUpstream:
     def _serve(self, c, idx):
         try:
             c.settimeout(30)
-            s = self.ctx.wrap_socket(c, server_side=True)
+            s = self.ctx.wrap_socket(c, server_side=True) if self.ctx else c
         except (OSError, ssl.SSLError) as e:
             self.errors.append("handshake: %s" % e)
             c.close()
@@ -409,7 +411,8 @@ def example_vault(run_id="run-test", default="allow", secrets=None, rules=None, 
 
 class Vaultgate:
     def __init__(self, d, vault, pins=(), upstream_ca=None, threads=1, audit="off",
-                 extra=(), log_level=os.environ.get("VG_LOG_LEVEL", "info"), https_port=None):
+                 extra=(), log_level=os.environ.get("VG_LOG_LEVEL", "info"), https_port=None,
+                 http=False):
         self.d = d
         self.vault_path = os.path.join(d, "vault.json")
         if isinstance(vault, (dict, list)):
@@ -421,11 +424,13 @@ class Vaultgate:
         self.ca = os.path.join(self.state, "ca.pem")
         self.port = https_port or free_port()
         self.admin_port = free_port()
+        self.http_port = free_port() if http else None
         self.stderr_path = os.path.join(d, "vaultgate.stderr")
         if audit == "sqlite":
             audit = "sqlite:" + os.path.join(self.state, "audit.db")
         self.args = [VG_BIN, "run", "--vault", self.vault_path, "--state-dir", self.state,
-                     "--listen-https", "127.0.0.1:%d" % self.port, "--listen-http", "none",
+                     "--listen-https", "127.0.0.1:%d" % self.port, "--listen-http",
+                     "127.0.0.1:%d" % self.http_port if http else "none",
                      "--admin", "127.0.0.1:%d" % self.admin_port, "--audit", audit,
                      "--threads", str(threads), "--log-level", log_level]
         for p in pins:
@@ -532,6 +537,24 @@ class Vaultgate:
                 except socket.timeout:
                     break
                 except (ssl.SSLError, ConnectionResetError):
+                    break
+                if not d:
+                    break
+                out += d
+            return out
+        finally:
+            s.close()
+
+    def http_exchange(self, data, timeout=10):
+        """Plain-HTTP listener: sends exact bytes, reads until EOF (or timeout)."""
+        s = socket.create_connection(("127.0.0.1", self.http_port), timeout=timeout)
+        try:
+            s.sendall(data)
+            out = b""
+            while True:
+                try:
+                    d = s.recv(65536)
+                except (socket.timeout, ConnectionResetError):
                     break
                 if not d:
                     break

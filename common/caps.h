@@ -43,17 +43,17 @@
 /* Metrics: distinct secret-name label values (metrics.h promises VG_VAULT_MAX_SECRETS*4). */
 #define VG_METRICS_MAX_SECRETS   (VG_VAULT_MAX_SECRETS * 4)
 
-/* Admin API (SPEC §7): request head and body limits. */
+/* Admin API (SPEC §7). Admin requests carry no body, so there is no body limit. */
 #define VG_ADMIN_MAX_HEAD_BYTES  8192
-#define VG_ADMIN_MAX_BODY_BYTES  1024
+#define VG_ADMIN_MAX_CONNS       64 /* open connections; past it accepting pauses */
 
 /* Proxy connections (proxy/conn.c, proxy/listen.c). */
-#define VG_CONN_OUT_CAP          (256 * 1024) /* output past this pauses reading the other side */
-#define VG_CONN_IN_MAX           (256 * 1024) /* read high watermark of each side's input */
-#define VG_LISTEN_BACKLOG        4096
-#define VG_WORKERS_MAX           256
-#define VG_LISTENERS_MAX         32
-#define VG_STOP_GRACE_SECONDS    10 /* SIGTERM: in-flight requests get this long to finish */
+#define VG_CONN_OUT_CAP       (256 * 1024) /* output past this pauses reading the other side */
+#define VG_CONN_IN_MAX        (256 * 1024) /* read high watermark of each side's input */
+#define VG_LISTEN_BACKLOG     4096
+#define VG_WORKERS_MAX        256
+#define VG_LISTENERS_MAX      32
+#define VG_STOP_GRACE_SECONDS 10 /* SIGTERM: in-flight requests get this long to finish */
 
 /* Reflection masking (SPEC §4, proxy/mask.c). A form of a secret is at most three times the
  * secret (percent-encoding); base64 of user:secret (user <= 256) stays below that. Decoded

@@ -76,6 +76,12 @@ struct run_state {
     char started_at[TIMEFMT_BUFSZ];
     char audit_url[RUN_PATH_MAX];
     _Atomic int serving;
+    char ca_out[RUN_PATH_MAX];
+    char *pem; /* the root certificate, PEM */
+    size_t pemlen;
+    bool metrics_up;
+    struct admin *admin;
+    struct listen_worker *workers;
     pthread_mutex_t warn_lock;
     char *reload_warnings[RUN_MAX_WARNINGS];
     size_t nreload_warnings;
@@ -320,7 +326,7 @@ static int check_opts(struct run_opts *o, struct listen_shared *sh, struct upstr
     uc->pool_max_per_key = 256; /* >= the concurrency one host sees, or the pool churns */
     if (upstream_config_check(uc, err, sizeof(err)) < 0)
         return cli_usage_error(RUN_CMD, "%s", err);
-    /* TLS and plain-HTTP listeners are served; explicit-proxy ones are validated only */
+    /* every listener kind: TLS (SNI), plain HTTP (Host), explicit proxy (CONNECT) */
     sh->addrs = calloc(o->https.n + o->http.n + o->proxy.n, sizeof(sh->addrs[0]));
     if (sh->addrs == NULL)
         return cli_usage_error(RUN_CMD, "out of memory");
@@ -333,9 +339,7 @@ static int check_opts(struct run_opts *o, struct listen_shared *sh, struct upstr
             return cli_usage_error(RUN_CMD, "--listen-http: %s", err);
     }
     for (size_t i = 0; i < o->proxy.n; i++) {
-        struct listen_addr tmp;
-
-        if (listen_parse_addr(o->proxy.v[i], LISTEN_PROXY, &tmp, err, sizeof(err)))
+        if (listen_parse_addr(o->proxy.v[i], LISTEN_PROXY, &sh->addrs[n++], err, sizeof(err)))
             return cli_usage_error(RUN_CMD, "--listen-proxy: %s", err);
     }
     if (n > VG_LISTENERS_MAX)
@@ -653,18 +657,138 @@ static int wait_signals(struct run_state *rs, const sigset_t *set)
     }
 }
 
+/* State directory, CA, --ca-out, certificate cache, metrics, ticket keys. 0 or -1 + err. */
+static int run_setup_ca(struct run_state *rs, const struct passwd *pw, char *err, size_t errlen)
+{
+    struct run_opts *o = rs->o;
+    char path[RUN_PATH_MAX];
+
+    if (make_state_dir(o->state_dir, pw, err, errlen) < 0)
+        return -1;
+    rs->sh.ca = make_ca(rs->sh.policy, rs->sh.mode, err, errlen);
+    if (rs->sh.ca == NULL)
+        return -1;
+    ca_root_sha256(rs->sh.ca, rs->ca_sha256);
+    if (o->ca_out == NULL) {
+        snprintf(path, sizeof(path), "%s/ca.pem", o->state_dir);
+        snprintf(rs->ca_out, sizeof(rs->ca_out), "%s", path);
+        o->ca_out = rs->ca_out;
+    }
+    if (ca_write_root(rs->sh.ca, o->ca_out, err, errlen) < 0)
+        return -1;
+    if (ca_root_pem(rs->sh.ca, &rs->pem, &rs->pemlen) < 0) {
+        snprintf(err, errlen, "CA certificate: cannot encode");
+        return -1;
+    }
+    rs->sh.certs = certcache_new(rs->sh.ca, VG_CERTCACHE_MIN);
+    if (rs->sh.certs == NULL || metrics_init(o->threads) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    rs->metrics_up = true;
+    if (RAND_bytes(rs->sh.ticket_keys, sizeof(rs->sh.ticket_keys)) != 1) {
+        snprintf(err, errlen, "no randomness for session ticket keys");
+        return -1;
+    }
+    return 0;
+}
+
+/* Binds every listener socket and registers their addresses as never-dialled. 0 or -1. */
+static int run_setup_listeners(struct run_state *rs, char *err, size_t errlen)
+{
+    if (listen_bind_all(&rs->sh, err, errlen) < 0)
+        return -1;
+    for (size_t i = 0; i < rs->sh.naddrs; i++) {
+        if (upstream_add_own_address((const struct sockaddr *)&rs->sh.addrs[i].ss) < 0) {
+            snprintf(err, errlen, "listener %s: cannot register own address",
+                     rs->sh.addrs[i].label);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Start-up warnings, then the admin API with the status/ready/metrics callbacks. 0 or -1. */
+static int run_setup_admin(struct run_state *rs, char *err, size_t errlen)
+{
+    struct run_opts *o = rs->o;
+    struct admin_ops ops = {0};
+
+    if (o->audit == NULL)
+        snprintf(rs->audit_url, sizeof(rs->audit_url), "sqlite:%s/audit.db", o->state_dir);
+    else
+        snprintf(rs->audit_url, sizeof(rs->audit_url), "%s", o->audit);
+    if (strcmp(rs->audit_url, "off") == 0)
+        warn_add(rs, false, "audit is off: refusals are not recorded");
+    ops.status = run_status;
+    ops.ready = run_ready;
+    ops.metrics_extra = run_metrics_extra;
+    ops.arg = rs;
+    ops.ca_pem = rs->pem;
+    ops.ca_pem_len = rs->pemlen;
+    ops.audit_url = rs->audit_url;
+    ops.run_id = rs->run_id;
+    rs->admin = admin_start(o->admin, &ops, err, errlen);
+    return rs->admin != NULL ? 0 : -1;
+}
+
+/* Everything that needs the privileges, then the drop, then the audit store. 0 or exit code. */
+static int run_setup(struct run_state *rs, char *err, size_t errlen)
+{
+    struct run_opts *o = rs->o;
+    struct passwd pwbuf, *pw = NULL;
+    char pwstr[1024];
+    const char *reason = NULL;
+
+    if (o->user != NULL && getpwnam_r(o->user, &pwbuf, pwstr, sizeof(pwstr), &pw) != 0)
+        pw = NULL;
+    rs->sh.policy = load_vault(o->vault, o->vault_wait, err, errlen);
+    if (rs->sh.policy == NULL)
+        return EXIT_VAULT;
+    rs->sh.mode = policy_mode(rs->sh.policy, &reason);
+    snprintf(rs->mode_reason, sizeof(rs->mode_reason), "%s", reason != NULL ? reason : "");
+    snprintf(rs->run_id, sizeof(rs->run_id), "%s", policy_run_id(rs->sh.policy));
+    if (run_setup_ca(rs, pw, err, errlen) < 0 || run_setup_listeners(rs, err, errlen) < 0 ||
+        run_setup_admin(rs, err, errlen) < 0)
+        return EXIT_ENFORCE;
+    own_sqlite(rs->audit_url, pw);
+    if (pw != NULL && drop_privileges(pw, err, errlen) < 0)
+        return EXIT_ENFORCE;
+    rs->sh.audit = audit_open(rs->audit_url, o->audit_source, policy_run_user(rs->sh.policy),
+                              policy_run_id(rs->sh.policy), o->threads, err, errlen);
+    if (rs->sh.audit == NULL || audit_start(rs->sh.audit, err, errlen) < 0)
+        return EXIT_ENFORCE;
+    timefmt_iso8601(timefmt_now_ms(), rs->started_at, sizeof(rs->started_at));
+    rs->workers = listen_workers_start(&rs->sh, err, errlen);
+    return rs->workers != NULL ? 0 : EXIT_RUNTIME;
+}
+
+/* Frees whatever run_setup() built, in reverse order. */
+static void run_teardown(struct run_state *rs)
+{
+    listen_workers_stop(&rs->workers, rs->sh.nworkers, VG_STOP_GRACE_SECONDS);
+    admin_stop(&rs->admin);
+    audit_close(&rs->sh.audit);
+    listen_close_fds(&rs->sh);
+    certcache_free(&rs->sh.certs);
+    ca_free(&rs->sh.ca);
+    policy_unref(&rs->sh.policy);
+    if (rs->metrics_up)
+        metrics_shutdown();
+    free(rs->pem);
+    rs->pem = NULL;
+    warn_clear_reload(rs);
+    for (size_t i = 0; i < rs->nstatic_warnings; i++)
+        free(rs->static_warnings[i]);
+    rs->nstatic_warnings = 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
     static struct run_opts o;
     static struct run_state rs;
     struct upstream_config uc = {0};
-    struct admin_ops ops = {0};
-    struct listen_worker *ws = NULL;
-    struct admin *admin = NULL;
-    struct passwd pwbuf, *pw = NULL;
-    char err[1024], path[RUN_PATH_MAX], pwstr[1024];
-    char *pem = NULL;
-    size_t pemlen = 0;
+    char err[1024];
     sigset_t set;
     int rc;
 
@@ -696,109 +820,16 @@ int cmd_run(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     harden();
 
-    if (o.user != NULL && getpwnam_r(o.user, &pwbuf, pwstr, sizeof(pwstr), &pw) != 0)
-        pw = NULL;
-    rs.sh.policy = load_vault(o.vault, o.vault_wait, err, sizeof(err));
-    if (rs.sh.policy == NULL) {
-        fprintf(stderr, "vaultgate run: %s\n", err);
-        return EXIT_VAULT;
-    }
-    {
-        const char *reason = NULL;
-
-        rs.sh.mode = policy_mode(rs.sh.policy, &reason);
-        snprintf(rs.mode_reason, sizeof(rs.mode_reason), "%s", reason != NULL ? reason : "");
-        snprintf(rs.run_id, sizeof(rs.run_id), "%s", policy_run_id(rs.sh.policy));
-    }
-    rc = EXIT_ENFORCE;
-    if (make_state_dir(o.state_dir, pw, err, sizeof(err)) < 0)
-        goto fail;
-    rs.sh.ca = make_ca(rs.sh.policy, rs.sh.mode, err, sizeof(err));
-    if (rs.sh.ca == NULL)
-        goto fail;
-    ca_root_sha256(rs.sh.ca, rs.ca_sha256);
-    if (o.ca_out == NULL) {
-        snprintf(path, sizeof(path), "%s/ca.pem", o.state_dir);
-        o.ca_out = strdup(path);
-    }
-    if (o.ca_out == NULL || ca_write_root(rs.sh.ca, o.ca_out, err, sizeof(err)) < 0 ||
-        ca_root_pem(rs.sh.ca, &pem, &pemlen) < 0)
-        goto fail;
-    rs.sh.certs = certcache_new(rs.sh.ca, VG_CERTCACHE_MIN);
-    if (rs.sh.certs == NULL || metrics_init(o.threads) < 0) {
-        snprintf(err, sizeof(err), "out of memory");
-        goto fail;
-    }
-    if (RAND_bytes(rs.sh.ticket_keys, sizeof(rs.sh.ticket_keys)) != 1) {
-        snprintf(err, sizeof(err), "no randomness for session ticket keys");
-        goto fail;
-    }
-    if (listen_bind_all(&rs.sh, err, sizeof(err)) < 0)
-        goto fail;
-    for (size_t i = 0; i < rs.sh.naddrs; i++) {
-        if (upstream_add_own_address((const struct sockaddr *)&rs.sh.addrs[i].ss) < 0) {
-            snprintf(err, sizeof(err), "listener %s: cannot register own address",
-                     rs.sh.addrs[i].label);
-            goto fail;
-        }
-    }
-    if (o.audit == NULL) {
-        snprintf(rs.audit_url, sizeof(rs.audit_url), "sqlite:%s/audit.db", o.state_dir);
+    rc = run_setup(&rs, err, sizeof(err));
+    if (rc == 0) {
+        atomic_store(&rs.serving, 1);
+        log_start(&rs);
+        rc = wait_signals(&rs, &set);
+        atomic_store(&rs.serving, 0);
     } else {
-        snprintf(rs.audit_url, sizeof(rs.audit_url), "%s", o.audit);
+        fprintf(stderr, "vaultgate run: %s\n", err);
     }
-    if (strcmp(rs.audit_url, "off") == 0)
-        warn_add(&rs, false, "audit is off: refusals are not recorded");
-    if (o.proxy.n > 0)
-        warn_add(&rs, false,
-                 "explicit-proxy listeners are not served by this build: "
-                 "--listen-proxy %s ignored",
-                 o.proxy.v[0]);
-    ops.status = run_status;
-    ops.ready = run_ready;
-    ops.metrics_extra = run_metrics_extra;
-    ops.arg = &rs;
-    ops.ca_pem = pem;
-    ops.ca_pem_len = pemlen;
-    ops.audit_url = rs.audit_url;
-    ops.run_id = rs.run_id;
-    admin = admin_start(o.admin, &ops, err, sizeof(err));
-    if (admin == NULL)
-        goto fail;
-    own_sqlite(rs.audit_url, pw);
-    if (pw != NULL && drop_privileges(pw, err, sizeof(err)) < 0)
-        goto fail;
-    rs.sh.audit = audit_open(rs.audit_url, o.audit_source, policy_run_user(rs.sh.policy),
-                             policy_run_id(rs.sh.policy), o.threads, err, sizeof(err));
-    if (rs.sh.audit == NULL || audit_start(rs.sh.audit, err, sizeof(err)) < 0)
-        goto fail;
-    timefmt_iso8601(timefmt_now_ms(), rs.started_at, sizeof(rs.started_at));
-    ws = listen_workers_start(&rs.sh, err, sizeof(err));
-    if (ws == NULL)
-        goto fail;
-    atomic_store(&rs.serving, 1);
-    log_start(&rs);
-
-    rc = wait_signals(&rs, &set);
-
-    atomic_store(&rs.serving, 0);
-    listen_workers_stop(&ws, o.threads, VG_STOP_GRACE_SECONDS);
-    goto out;
-fail:
-    fprintf(stderr, "vaultgate run: %s\n", err);
-out:
-    admin_stop(&admin);
-    audit_close(&rs.sh.audit);
-    listen_close_fds(&rs.sh);
-    certcache_free(&rs.sh.certs);
-    ca_free(&rs.sh.ca);
-    policy_unref(&rs.sh.policy);
-    if (rc != EXIT_VAULT)
-        metrics_shutdown();
-    free(pem);
-    warn_clear_reload(&rs);
-    for (size_t i = 0; i < rs.nstatic_warnings; i++)
-        free(rs.static_warnings[i]);
+    run_teardown(&rs);
     if (rc == EXIT_OK)
         log_eventf(LOG_INFO, "stop", "stopped", "clean stop");
     return rc;

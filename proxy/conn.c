@@ -1,13 +1,15 @@
 /*
- * conn.c - one client connection of a TLS listener, from accept to close.
+ * conn.c - one client connection of a TLS or plain-HTTP listener, from accept to close: the
+ * TLS accept and ClientHello decision, request parsing and checks, the policy decision and
+ * rewrite, teardown and timers. The upstream half (response relay, masking) is conn_relay.c.
  *
  * Guarantees:
  * - Requests are handled one at a time: the parser pauses at each head, the head is checked
  *   (Host vs SNI, target form, method), decided against the policy snapshot taken for that
  *   request, rewritten (hop-by-hop fields stripped, then the rule's secret injected) and
  *   serialised anew; the client's own head and chunk lines are never forwarded.
- * - A secret only goes into a head bound for upstream_get(sni host, 443, tls) of a rule that
- *   matched that host.
+ * - A secret only goes into a head bound for upstream_get(host, 443, TLS) of a rule that
+ *   matched that host (the SNI host, or on the plain-HTTP listener the request's Host).
  * - A response is written only to the connection whose request it answers, and only after
  *   that request's head was sent; pipelined requests wait until the response before them ends.
  * - Bodies stream both ways re-framed, without buffering whole messages; each side's output is
@@ -18,6 +20,7 @@
  *   header value, body or secret.
  */
 #include "proxy/conn.h"
+#include "proxy/conn_int.h"
 #include "audit/audit.h"
 #include "audit/log.h"
 #include "ca/ca.h"
@@ -50,104 +53,16 @@
 #include <event2/event.h>
 #include <openssl/err.h>
 
-/* Timeouts of SPEC §4, in seconds. */
-#define CONN_T_HANDSHAKE 10
-#define CONN_T_HEAD      30
-#define CONN_T_IDLE      75
-#define CONN_T_UP_HEAD   600
-#define CONN_T_BODY_IDLE 300
-#define CONN_T_UP_GET    40 /* safety net above upstream.c's connect + TLS timeouts */
-#define CONN_T_FLUSH     10
-#define CONN_T_LINGER    2
-#define CONN_HTTPS_PORT  443
-#define CONN_HTTP_PORT   80
-
-/* The one name vaultgate answers itself (SPEC §9, `vaultgate probe`). */
-#define CONN_PROBE_HOST "probe.vaultgate.invalid"
-
-enum conn_state {
-    CONN_S_TLS_ACCEPT = 0, /* TLS handshake in progress */
-    CONN_S_REQ_HEAD,       /* waiting for (or reading) a request head */
-    CONN_S_UP_CONNECT,     /* head accepted; waiting for upstream_get */
-    CONN_S_RELAY,          /* request and response streaming */
-    CONN_S_FLUSH_CLOSE,    /* final response being written; close when flushed */
-    CONN_S_LINGER,         /* close_notify + FIN sent; discarding input until EOF or timeout */
-    CONN_S_CLOSED,
-};
+static void conn_free(struct conn *c);
 
 static const char *const state_names[] = {
-    "tls_accept", "req_head", "up_connect", "relay", "flush_close", "linger", "closed",
+    "tls_accept", "req_head",    "up_connect", "relay",  "flush_close",
+    "linger",     "tunnel_peek", "tunnel",     "closed",
 };
-
-struct conn_end {
-    struct bufferevent *bev;
-    struct http1_parser *parser;
-    struct evbuffer *stage; /* bytes produced for this side, sent by conn_push() */
-    bool paused;            /* reading stopped because the other side's output is over its cap */
-};
-
-struct conn {
-    struct conn_end client, upstream;
-    enum conn_state state;
-    struct listen_worker *w;
-    const struct listen_addr *la;
-    struct conn *prev, *next;
-    uint64_t id;
-    struct event *timer;
-    int depth;         /* callback nesting; the struct is freed at depth 0 */
-    bool free_pending; /* conn_close() ran inside a callback */
-    bool tls;          /* a TLS listener (host from SNI); else plain HTTP (host from Host) */
-    bool handshake_done;
-    bool draining;             /* stop requested: close after the current response */
-    bool idle;                 /* REQ_HEAD with no byte of the next request yet */
-    bool parse_stop;           /* a parser callback asked the feed loop to stop */
-    char host[HOSTNAME_BUFSZ]; /* normalised SNI */
-    char client_addr[64];
-    struct policy *policy; /* snapshot of the current request (or of the handshake) */
-
-    /* current request */
-    struct upstream_req *upreq;
-    struct http1_msg *req;  /* owned by client.parser, valid until it is reset */
-    struct http1_msg *resp; /* owned by upstream.parser */
-    enum metrics_decision mdec;
-    int rule;
-    int status;
-    bool head_ready; /* on_head seen, not yet handled */
-    bool req_done;   /* whole request body sent upstream */
-    bool req_keep_alive;
-    bool resp_started; /* response head written to the client */
-    bool resp_done;
-    bool resp_chunked; /* re-framing the response body as chunked for the client */
-    bool resp_close;   /* the client connection closes after this response */
-    bool route_tunnel;
-    bool up_tls; /* the upstream of this request: TLS to up_port, or plain HTTP */
-    int up_port;
-    bool retried; /* the request was sent again after a pooled connection died */
-    int64_t bytes_in, bytes_out;
-    uint64_t resp_bytes; /* bytes read from the upstream for this request */
-    /* reflection masking of a response to a request that carried a secret (SPEC §4) */
-    struct mask *mask;
-    int mask_rule; /* the masker is reused while rule and snapshot stay the same */
-    uint64_t mask_gen;
-    bool mask_clean;     /* the last response through it ended with mask_finish() */
-    bool masking;        /* this request carried the secret: its response is masked */
-    uint64_t policy_gen; /* generation of c->policy */
-    struct mask_decoder *dec;
-    struct evbuffer *scratch; /* decoded / masked bytes on their way to the client */
-    int resp_err_status;      /* set by a response callback that aborts the parse */
-    const char *resp_err_type;
-    const char *resp_err_details;
-    struct timespec t_start;
-};
-
-static void conn_free(struct conn *c);
-static void conn_client_input(struct conn *c);
-static void conn_upstream_input(struct conn *c);
-static void conn_update_reading(struct conn *c);
 
 /* ---- small helpers ---------------------------------------------------------------------- */
 
-static double elapsed_since(const struct timespec *t0)
+double conn_elapsed(const struct timespec *t0)
 {
     struct timespec now;
 
@@ -163,8 +78,8 @@ static void conn_fields(const struct conn *c, struct log_fields *f)
     f->host = c->host[0] != '\0' ? c->host : NULL;
 }
 
-static void conn_log(const struct conn *c, enum log_level lvl, const char *event,
-                     const char *reason, const char *detail)
+void conn_log(const struct conn *c, enum log_level lvl, const char *event, const char *reason,
+              const char *detail)
 {
     struct log_fields f = LOG_FIELDS_INIT;
 
@@ -176,7 +91,7 @@ static void conn_log(const struct conn *c, enum log_level lvl, const char *event
     log_event(lvl, event, &f);
 }
 
-static void conn_set_state(struct conn *c, enum conn_state s)
+void conn_set_state(struct conn *c, enum conn_state s)
 {
     if (log_enabled(LOG_DEBUG) && c->state != s) {
         char d[64];
@@ -187,19 +102,19 @@ static void conn_set_state(struct conn *c, enum conn_state s)
     c->state = s;
 }
 
-static void conn_arm(struct conn *c, int seconds)
+void conn_arm(struct conn *c, int seconds)
 {
     struct timeval tv = {seconds, 0};
 
     evtimer_add(c->timer, &tv);
 }
 
-static void conn_enter(struct conn *c)
+void conn_enter(struct conn *c)
 {
     c->depth++;
 }
 
-static void conn_leave(struct conn *c)
+void conn_leave(struct conn *c)
 {
     if (--c->depth == 0 && c->free_pending)
         conn_free(c);
@@ -214,7 +129,7 @@ static void conn_leave(struct conn *c)
  * WANT_WRITE the same bytes lead the bufferevent's output, as OpenSSL requires for the retry
  * (the bufferevent sets SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER).
  */
-static void conn_push(struct conn_end *e)
+void conn_push(struct conn_end *e)
 {
     struct evbuffer *out;
     SSL *ssl;
@@ -257,13 +172,13 @@ static void conn_push(struct conn_end *e)
 }
 
 /* Bytes waiting for one side: staged plus queued in its bufferevent. */
-static size_t conn_pending(const struct conn_end *e)
+size_t conn_pending(const struct conn_end *e)
 {
     return evbuffer_get_length(e->stage) +
            (e->bev != NULL ? evbuffer_get_length(bufferevent_get_output(e->bev)) : 0);
 }
 
-static const char *tls_reason(unsigned long e)
+const char *conn_tls_reason(unsigned long e)
 {
     const char *r = ERR_reason_error_string(e);
 
@@ -277,7 +192,7 @@ static const char *decision_name(enum metrics_decision d)
     return d < METRICS_D_COUNT ? names[d] : "error";
 }
 
-static enum metrics_upstream_error upstream_metric(enum upstream_err e)
+enum metrics_upstream_error conn_upstream_metric(enum upstream_err e)
 {
     switch (e) {
     case UPSTREAM_ERR_DNS:
@@ -295,21 +210,8 @@ static enum metrics_upstream_error upstream_metric(enum upstream_err e)
     }
 }
 
-/* Frees the per-request masking state (wiping what it held). */
-static void conn_drop_mask(struct conn *c)
-{
-    c->masking = false;
-    c->mask_clean = false;
-    mask_free(&c->mask);
-    mask_decoder_free(&c->dec);
-    if (c->scratch != NULL) {
-        evbuffer_free(c->scratch);
-        c->scratch = NULL;
-    }
-}
-
 /* Frees the upstream side. abort: the peer must not take what it got as a complete message. */
-static void conn_drop_upstream(struct conn *c, bool abort)
+void conn_drop_upstream(struct conn *c, bool abort)
 {
     if (c->upreq != NULL)
         upstream_cancel(&c->upreq);
@@ -377,14 +279,14 @@ static void conn_free(struct conn *c)
  * The only teardown: stops both sides at once; the struct itself is freed now, or when the
  * outermost callback on the stack returns. reason is a fixed code, logged at debug.
  */
-static void conn_close(struct conn *c, const char *reason)
+void conn_close(struct conn *c, const char *reason)
 {
     if (c->state == CONN_S_CLOSED)
         return;
     conn_log(c, LOG_DEBUG, "conn_close", reason, NULL);
     conn_set_state(c, CONN_S_CLOSED);
     evtimer_del(c->timer);
-    conn_drop_upstream(c, true);
+    conn_drop_upstream(c, !c->graceful);
     if (c->client.bev != NULL)
         bufferevent_disable(c->client.bev, EV_READ | EV_WRITE);
     if (c->depth > 0)
@@ -399,20 +301,26 @@ static void conn_linger(struct conn *c)
 {
     SSL *ssl = bufferevent_openssl_get_ssl(c->client.bev);
     evutil_socket_t fd = bufferevent_getfd(c->client.bev);
+    bool filter = bufferevent_get_underlying(c->client.bev) != NULL;
 
     if (ssl != NULL && c->handshake_done)
         SSL_shutdown(ssl);
-    if (fd >= 0)
-        shutdown(fd, SHUT_WR);
     conn_set_state(c, CONN_S_LINGER);
     conn_arm(c, CONN_T_LINGER);
     bufferevent_setwatermark(c->client.bev, EV_WRITE, 0, 0);
+    if (filter) {
+        /* A TLS filter (CONNECT with early data) still flushes through the plain bufferevent
+         * under it: no FIN yet, leave both alone until the linger timer closes them. */
+        return;
+    }
+    if (fd >= 0)
+        shutdown(fd, SHUT_WR);
     bufferevent_disable(c->client.bev, EV_WRITE);
     bufferevent_enable(c->client.bev, EV_READ);
 }
 
 /* Close once the client's output has drained (the final response is on its way). */
-static void conn_flush_close(struct conn *c)
+void conn_flush_close(struct conn *c)
 {
     conn_push(&c->client);
     conn_drop_upstream(c, !c->resp_done || !c->req_done);
@@ -428,7 +336,7 @@ static void conn_flush_close(struct conn *c)
 
 /* ---- request accounting ----------------------------------------------------------------- */
 
-static void conn_log_request(struct conn *c, const char *route, const char *reason)
+void conn_log_request(struct conn *c, const char *route, const char *reason)
 {
     struct log_fields f = LOG_FIELDS_INIT;
     struct policy_rule_info ri;
@@ -446,7 +354,7 @@ static void conn_log_request(struct conn *c, const char *route, const char *reas
     f.status = c->status;
     f.bytes_in = c->bytes_in;
     f.bytes_out = c->bytes_out;
-    f.duration = elapsed_since(&c->t_start);
+    f.duration = conn_elapsed(&c->t_start);
     f.reason = reason;
     log_event(LOG_INFO, "request", &f);
 }
@@ -455,8 +363,8 @@ static void conn_log_request(struct conn *c, const char *route, const char *reas
  * Answers the current request with a response of vaultgate's own (SPEC §4) and closes the
  * connection after it. Nothing more is forwarded in either direction.
  */
-static void conn_respond_error(struct conn *c, int status, const char *type, const char *details,
-                               const char *reason)
+void conn_respond_error(struct conn *c, int status, const char *type, const char *details,
+                        const char *reason)
 {
     struct evbuffer *out = bufferevent_get_output(c->client.bev);
 
@@ -475,12 +383,12 @@ static void conn_respond_error(struct conn *c, int status, const char *type, con
     }
     c->resp_started = true;
     c->resp_done = true;
-    metrics_request(c->w->id, c->mdec, status, elapsed_since(&c->t_start));
+    metrics_request(c->w->id, c->mdec, status, conn_elapsed(&c->t_start));
     conn_log_request(c, c->mdec == METRICS_D_BLOCK ? "refused" : NULL, reason);
     conn_flush_close(c);
 }
 
-static void conn_record_refusal(struct conn *c, const char *host)
+void conn_record_refusal(struct conn *c, const char *host)
 {
     struct listen_worker *w = c->w;
 
@@ -558,7 +466,7 @@ static int conn_authority_ok(const struct conn *c, const char *a, size_t len)
         return -1;
     if (strcmp(host, c->host) != 0)
         return 0;
-    return port == 0 || port == (c->tls ? CONN_HTTPS_PORT : CONN_HTTP_PORT) || port == c->la->port;
+    return port == 0 || port == c->default_port || port == c->la->port;
 }
 
 /*
@@ -572,11 +480,11 @@ static int conn_check_target(struct conn *c, struct http_head *h, const char **w
     const char *t = h->target, *auth, *end;
     int r;
 
-    if (nhost > 1 || (nhost == 0 && (h->version_minor != 0 || !c->tls))) {
+    if (nhost > 1 || (nhost == 0 && (h->version_minor != 0 || !c->host_fixed))) {
         *why = nhost > 1 ? "several Host fields" : "missing Host";
         return 400;
     }
-    if (!c->tls) {
+    if (!c->host_fixed) {
         /* plain HTTP: the request's Host names the host (each request on its own) */
         int port = 0;
 
@@ -590,8 +498,8 @@ static int conn_check_target(struct conn *c, struct http_head *h, const char **w
         r = conn_authority_ok(c, hf->value, hf->value_len);
         if (r != 1) {
             *why = r < 0 ? "malformed Host"
-                         : (c->tls ? "Host does not match the TLS server name"
-                                   : "Host names another port");
+                         : (c->host_fixed ? "Host does not match the connection's host"
+                                          : "Host names another port");
             return r < 0 ? 400 : 421;
         }
     }
@@ -634,34 +542,105 @@ static int conn_check_target(struct conn *c, struct http_head *h, const char **w
     return 0;
 }
 
-static void conn_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err,
-                          bool route_tunnel);
+/*
+ * `vaultgate probe` (SPEC §9) proves from inside a sandbox that its TLS reaches this process:
+ * the reserved name is answered here with 204 and a Proxy-Status naming the run, never
+ * forwarded, and the connection closes (the probe reads until the end).
+ */
+static void conn_answer_probe(struct conn *c)
+{
+    struct policy *p = listen_worker_policy(c->w);
+
+    c->mdec = METRICS_D_ALLOW;
+    c->status = 204;
+    evbuffer_add_printf(c->client.stage,
+                        "HTTP/1.1 204 No Content\r\nProxy-Status: vaultgate; "
+                        "details=\"probe answered for run %s\"\r\nCache-Control: no-store\r\n"
+                        "Connection: close\r\n\r\n",
+                        policy_run_id(p));
+    c->resp_started = c->resp_done = true;
+    metrics_request(c->w->id, c->mdec, 204, conn_elapsed(&c->t_start));
+    conn_log_request(c, NULL, "probe");
+    conn_flush_close(c);
+}
 
 /*
- * A request that carries a secret asks for an identity-coded response and gets a masker for
- * every form the secret was sent in, so an upstream echoing it cannot hand it back. 0 or -1.
+ * Method, target and upgrade checks of one request head. Returns 0 when the request may go on
+ * to the policy decision; otherwise it has been answered (or taken over by CONNECT/the probe).
  */
-static int conn_mask_setup(struct conn *c, struct http_head *h)
+static int conn_request_checks(struct conn *c, struct http_head *h)
 {
-    struct inject_form forms[INJECT_MAX_FORMS];
-    size_t n = inject_forms(c->policy, c->rule, forms);
+    const char *why = NULL;
+    int st;
 
-    httphead_remove(h, "Accept-Encoding");
-    if (n == 0 || httphead_add(h, "Accept-Encoding", 15, "identity", 8) < 0)
+    if (c->proxy && !c->host_fixed && strcmp(h->method, "CONNECT") == 0) {
+        conn_proxy_connect(c);
         return -1;
-    if (c->mask != NULL &&
-        !(c->mask_clean && c->mask_rule == c->rule && c->mask_gen == c->policy_gen))
-        conn_drop_mask(c);
-    if (c->mask == NULL) {
-        c->mask = mask_new(forms, n);
-        c->mask_rule = c->rule;
-        c->mask_gen = c->policy_gen;
     }
-    c->mask_clean = false;
-    c->masking = true;
-    if (c->scratch == NULL)
-        c->scratch = evbuffer_new();
-    return c->mask != NULL && c->scratch != NULL ? 0 : -1;
+    if (strcmp(h->method, "TRACE") == 0 || strcmp(h->method, "CONNECT") == 0) {
+        conn_respond_error(c, 405, "http_request_denied", "method not allowed", "method");
+        return -1;
+    }
+    st = c->proxy && !c->host_fixed ? conn_proxy_target(c, h, &why) : conn_check_target(c, h, &why);
+    if (st == 403) {
+        /* absolute-form to a forbidden port: a refusal by policy (SPEC §6) */
+        c->mdec = METRICS_D_BLOCK;
+        conn_record_refusal(c, c->host);
+        conn_respond_error(c, 403, "http_request_denied", why, "forbidden_port");
+        return -1;
+    }
+    if (st != 0) {
+        conn_respond_error(c, st, "http_request_error", why,
+                           st == 421 ? "misdirected" : "bad_request");
+        return -1;
+    }
+    c->ws = false;
+    if (c->req->upgrade) {
+        /* WebSocket only: a bodyless GET naming websocket in Upgrade (SPEC §4) */
+        if (strcmp(h->method, "GET") != 0 || c->req->body != HTTP1_BODY_NONE ||
+            !httphead_has_token(h, "Upgrade", "websocket")) {
+            conn_respond_error(c, 501, "http_upgrade_failed",
+                               "only WebSocket upgrades are supported", "upgrade");
+            return -1;
+        }
+        c->ws = true;
+    }
+    if (c->tls && strcmp(c->host, CONN_PROBE_HOST) == 0) {
+        conn_answer_probe(c);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * The head as it will be sent: hop-by-hop fields stripped first (so the client cannot strip
+ * what vaultgate adds), Host set to the upstream's authority, then the secret for an inject
+ * decision. 0, or -1 after answering 500.
+ */
+static int conn_request_rewrite(struct conn *c, struct http_head *h,
+                                const struct policy_decision *dec)
+{
+    http1_strip_hop_by_hop(h, c->ws);
+    h->version_minor = 1;
+    if (conn_set_host(c, h) < 0) {
+        conn_respond_error(c, 500, "proxy_internal_error", "request head too large", "head");
+        return -1;
+    }
+    if (dec->verdict != POLICY_INJECT) {
+        c->mdec = METRICS_D_ALLOW;
+        return 0;
+    }
+    c->mdec = METRICS_D_INJECT;
+    c->rule = dec->rule;
+    /* a credentialed WebSocket gets no compression extension: the masker must see the
+     * server's bytes as they are */
+    if (c->ws)
+        httphead_remove(h, "Sec-WebSocket-Extensions");
+    if (inject_apply(h, c->policy, dec->rule) < 0 || conn_mask_setup(c, h) < 0) {
+        conn_respond_error(c, 500, "proxy_internal_error", "credential injection failed", "inject");
+        return -1;
+    }
+    return 0;
 }
 
 /* A request head arrived: check, decide, rewrite, then ask for an upstream connection. */
@@ -670,27 +649,13 @@ static void conn_request_head(struct conn *c)
     struct http_head *h = &c->req->head;
     struct listen_worker *w = c->w;
     struct policy_decision dec;
-    const char *why = NULL;
-    int st;
 
     c->head_ready = false;
     c->req_keep_alive = c->req->keep_alive && !c->draining;
+    c->req_minor = h->version_minor;
     c->mdec = METRICS_D_ERROR;
-    if (strcmp(h->method, "TRACE") == 0 || strcmp(h->method, "CONNECT") == 0) {
-        conn_respond_error(c, 405, "http_request_denied", "method not allowed", "method");
+    if (conn_request_checks(c, h) < 0)
         return;
-    }
-    st = conn_check_target(c, h, &why);
-    if (st != 0) {
-        conn_respond_error(c, st, "http_request_error", why,
-                           st == 421 ? "misdirected" : "bad_request");
-        return;
-    }
-    if (c->req->upgrade) {
-        conn_respond_error(c, 501, "http_upgrade_failed", "protocol upgrades are not supported",
-                           "upgrade");
-        return;
-    }
     /* the snapshot this request keeps until it ends */
     policy_unref(&c->policy);
     c->policy = policy_ref(listen_worker_policy(w));
@@ -702,23 +667,8 @@ static void conn_request_head(struct conn *c)
         conn_respond_error(c, 403, "http_request_denied", "host blocked by policy", "blocked");
         return;
     }
-    http1_strip_hop_by_hop(h, false);
-    h->version_minor = 1;
-    if (conn_set_host(c, h) < 0) {
-        conn_respond_error(c, 500, "proxy_internal_error", "request head too large", "head");
+    if (conn_request_rewrite(c, h, &dec) < 0)
         return;
-    }
-    if (dec.verdict == POLICY_INJECT) {
-        c->mdec = METRICS_D_INJECT;
-        c->rule = dec.rule;
-        if (inject_apply(h, c->policy, dec.rule) < 0 || conn_mask_setup(c, h) < 0) {
-            conn_respond_error(c, 500, "proxy_internal_error", "credential injection failed",
-                               "inject");
-            return;
-        }
-    } else {
-        c->mdec = METRICS_D_ALLOW;
-    }
     /* a rule's host is only ever reached over TLS on 443, whatever listener it came in on */
     c->up_tls = c->tls || dec.verdict == POLICY_INJECT;
     c->up_port = c->up_tls ? CONN_HTTPS_PORT : CONN_HTTP_PORT;
@@ -731,9 +681,9 @@ static void conn_request_head(struct conn *c)
                            "upstream_get");
 }
 
-static void conn_start_request(struct conn *c)
+void conn_start_request(struct conn *c)
 {
-    if (!c->tls)
+    if (!c->host_fixed)
         c->host[0] = '\0'; /* plain HTTP: each request names its host */
     /* a masker that finished its last stream cleanly is kept for the next request */
     if (!c->mask_clean)
@@ -753,12 +703,16 @@ static void conn_start_request(struct conn *c)
 }
 
 /* Feeds the client's buffered bytes to the request parser while the state allows it. */
-static void conn_client_input(struct conn *c)
+void conn_client_input(struct conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->client.bev);
 
     if (c->state == CONN_S_LINGER) {
         evbuffer_drain(in, evbuffer_get_length(in));
+        return;
+    }
+    if (c->state == CONN_S_TUNNEL_PEEK) {
+        conn_proxy_peek(c);
         return;
     }
     while (c->state == CONN_S_REQ_HEAD || (c->state == CONN_S_RELAY && !c->req_done)) {
@@ -805,285 +759,19 @@ static void conn_client_input(struct conn *c)
     conn_update_reading(c);
 }
 
-/* ---- response side ---------------------------------------------------------------------- */
-
-static int resp_on_head(void *arg, struct http1_msg *msg);
-static int resp_on_body(void *arg, const char *data, size_t len);
-static int resp_on_done(void *arg);
-static const struct http1_callbacks resp_callbacks = {resp_on_head, resp_on_body, resp_on_done};
-
-static int resp_on_head(void *arg, struct http1_msg *msg)
-{
-    struct conn *c = arg;
-    struct http_head *h = &msg->head;
-    struct evbuffer *out = c->client.stage;
-    enum http1_body body = msg->body;
-    uint64_t cl = msg->content_length;
-    bool close = !c->req_keep_alive;
-    const struct http_field *f = NULL;
-
-    c->resp = msg;
-    if (h->status == 101) {
-        c->resp_err_status = 502;
-        c->resp_err_type = "http_protocol_error";
-        c->resp_err_details = "unexpected 101 from upstream";
-        return -1;
-    }
-    if (c->masking)
-        mask_head(c->mask, h);
-    if (h->status >= 100 && h->status < 200) {
-        /* 1xx: passed on; the parser then reads the final response head */
-        http1_strip_hop_by_hop(h, false);
-        return http1_write_response_head(out, h, HTTP1_BODY_NONE, 0, false) == 0 ? 0 : -1;
-    }
-    if (c->masking && body != HTTP1_BODY_NONE) {
-        size_t nce = httphead_count(h, "Content-Encoding");
-        f = httphead_get(h, "Content-Encoding");
-        enum mask_coding coding =
-            nce > 1 ? MASK_CODING_UNSUPPORTED : mask_coding_parse(f != NULL ? f->value : NULL);
-
-        if (coding == MASK_CODING_UNSUPPORTED) {
-            /* a secret never crosses back unscanned: refuse what cannot be decoded */
-            c->resp_err_status = 502;
-            c->resp_err_type = "http_response_content_coding";
-            c->resp_err_details = "unsupported content coding on a credentialed response";
-            return -1;
-        }
-        if (coding != MASK_CODING_IDENTITY) {
-            c->dec = mask_decoder_new(coding);
-            if (c->dec == NULL)
-                return -1;
-            httphead_remove(h, "Content-Encoding");
-            body = HTTP1_BODY_EOF; /* decoded length unknown: re-framed below */
-        }
-    }
-    if (strcmp(c->req->head.method, "HEAD") == 0 && (f = httphead_get(h, "Content-Length")) &&
-        h->status != 204 && h->status != 304) {
-        /* HEAD: keep the length the upstream announced, no body follows */
-        char *e = NULL;
-        unsigned long long v = strtoull(f->value, &e, 10);
-
-        if (e != NULL && *e == '\0' && f->value_len > 0) {
-            body = HTTP1_BODY_LENGTH;
-            cl = v;
-        }
-    } else if (body == HTTP1_BODY_CHUNKED || body == HTTP1_BODY_EOF) {
-        if (c->req->head.version_minor >= 1) {
-            body = HTTP1_BODY_CHUNKED;
-            c->resp_chunked = true;
-        } else {
-            body = HTTP1_BODY_EOF;
-            close = true;
-        }
-    }
-    http1_strip_hop_by_hop(h, false);
-    c->resp_close = close || c->draining;
-    c->status = h->status;
-    if (http1_write_response_head(out, h, body, cl, c->resp_close) < 0)
-        return -1;
-    c->resp_started = true;
-    /* the head arrived: from now on only body idleness counts */
-    evtimer_del(c->timer);
-    {
-        struct timeval tv = {CONN_T_BODY_IDLE, 0};
-
-        bufferevent_set_timeouts(c->upstream.bev, &tv, &tv);
-        bufferevent_set_timeouts(c->client.bev, NULL, &tv);
-    }
-    return 0;
-}
-
-/* Moves what is in c->scratch to the client, framed for this response. 0 or -1. */
-static int conn_emit_scratch(struct conn *c)
-{
-    struct evbuffer *out = c->client.stage;
-    size_t n = evbuffer_get_length(c->scratch);
-
-    if (n == 0)
-        return 0;
-    c->bytes_out += (int64_t)n;
-    if (c->resp_chunked && evbuffer_add_printf(out, "%zx\r\n", n) < 0)
-        return -1;
-    if (evbuffer_add_buffer(out, c->scratch) < 0)
-        return -1;
-    return c->resp_chunked ? evbuffer_add(out, "\r\n", 2) : 0;
-}
-
-/* Decodes (gzip/deflate) and masks len bytes of a credentialed response body. 0 or -1. */
-static int conn_mask_body(struct conn *c, const char *data, size_t len)
-{
-    if (c->dec != NULL) {
-        struct evbuffer *plain = evbuffer_new();
-        int rc = -1;
-
-        if (plain == NULL || mask_decoder_feed(c->dec, data, len, plain) < 0)
-            goto out;
-        while (evbuffer_get_length(plain) > 0) {
-            struct evbuffer_iovec v;
-
-            if (evbuffer_peek(plain, -1, NULL, &v, 1) < 1 ||
-                mask_feed(c->mask, v.iov_base, v.iov_len, c->scratch) < 0)
-                goto out;
-            evbuffer_drain(plain, v.iov_len);
-        }
-        rc = 0;
-    out:
-        if (plain != NULL)
-            evbuffer_free(plain);
-        if (rc < 0)
-            return -1;
-    } else if (mask_feed(c->mask, data, len, c->scratch) < 0) {
-        return -1;
-    }
-    return conn_emit_scratch(c);
-}
-
-/* End of a credentialed response body: the decoder's tail and the held-back bytes. 0 or -1. */
-static int conn_mask_finish(struct conn *c)
-{
-    if (c->dec != NULL) {
-        struct evbuffer *plain = evbuffer_new();
-        int rc = plain != NULL && mask_decoder_finish(c->dec, plain) == 0 ? 0 : -1;
-
-        while (rc == 0 && evbuffer_get_length(plain) > 0) {
-            struct evbuffer_iovec v;
-
-            if (evbuffer_peek(plain, -1, NULL, &v, 1) < 1 ||
-                mask_feed(c->mask, v.iov_base, v.iov_len, c->scratch) < 0)
-                rc = -1;
-            else
-                evbuffer_drain(plain, v.iov_len);
-        }
-        if (plain != NULL)
-            evbuffer_free(plain);
-        if (rc < 0)
-            return -1;
-    }
-    if (mask_finish(c->mask, c->scratch) < 0)
-        return -1;
-    c->mask_clean = true;
-    return conn_emit_scratch(c);
-}
-
-static int resp_on_body(void *arg, const char *data, size_t len)
-{
-    struct conn *c = arg;
-    struct evbuffer *out = c->client.stage;
-
-    if (c->masking)
-        return conn_mask_body(c, data, len);
-    c->bytes_out += (int64_t)len;
-    if (c->resp_chunked)
-        return http1_write_chunk(out, data, len) == 0 ? 0 : -1;
-    return evbuffer_add(out, data, len) == 0 ? 0 : -1;
-}
-
-static int resp_on_done(void *arg)
-{
-    struct conn *c = arg;
-
-    if (c->masking && c->resp_started && conn_mask_finish(c) < 0)
-        return -1;
-    if (c->resp_chunked && http1_write_last_chunk(c->client.stage) < 0)
-        return -1;
-    c->resp_done = true;
-    c->parse_stop = true;
-    return 1;
-}
-
-/* The response ended cleanly: account, recycle the upstream, and wait for the next request. */
-static void conn_response_done(struct conn *c)
-{
-    struct listen_worker *w = c->w;
-    const char *route = c->route_tunnel ? "tunnel" : "direct";
-    struct bufferevent *ub = c->upstream.bev;
-    bool reuse;
-
-    conn_push(&c->client);
-    metrics_request(w->id, c->mdec, c->status, elapsed_since(&c->t_start));
-    audit_route(w->sh->audit, w->id, c->host,
-                c->route_tunnel ? AUDIT_ROUTE_TUNNEL : AUDIT_ROUTE_DIRECT);
-    conn_log_request(c, route, NULL);
-    reuse = ub != NULL && c->req_done && c->resp != NULL && c->resp->keep_alive &&
-            evbuffer_get_length(bufferevent_get_input(ub)) == 0 && conn_pending(&c->upstream) == 0;
-    if (reuse) {
-        bufferevent_setcb(ub, NULL, NULL, NULL, NULL);
-        bufferevent_set_timeouts(ub, NULL, NULL);
-        bufferevent_setwatermark(ub, EV_WRITE, 0, 0);
-        c->upstream.bev = NULL;
-        upstream_release(w->up, c->host, c->up_port, c->up_tls, ub);
-    }
-    conn_drop_upstream(c, !reuse && !c->req_done);
-    if (c->resp_close || !c->req_keep_alive || !c->req_done || c->draining) {
-        conn_flush_close(c);
-        return;
-    }
-    /* keep-alive: back to REQ_HEAD with a clean parser and released buffers */
-    http1_parser_reset(c->client.parser);
-    c->req = NULL;
-    c->idle = true;
-    bufferevent_set_timeouts(c->client.bev, NULL, NULL);
-    conn_set_state(c, CONN_S_REQ_HEAD);
-    conn_arm(c, CONN_T_IDLE);
-    conn_update_reading(c);
-    conn_client_input(c);
-}
-
-static void conn_upstream_input(struct conn *c)
-{
-    struct evbuffer *in = bufferevent_get_input(c->upstream.bev);
-
-    while (c->state == CONN_S_RELAY && !c->resp_done) {
-        struct evbuffer_iovec v;
-        ssize_t r;
-
-        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
-            break;
-        c->parse_stop = false;
-        r = http1_feed(c->upstream.parser, v.iov_base, v.iov_len);
-        if (c->state != CONN_S_RELAY)
-            return;
-        if (r < 0) {
-            metrics_upstream_error(c->w->id, METRICS_UE_PROTOCOL);
-            if (c->resp_err_status != 0)
-                conn_respond_error(c, c->resp_err_status, c->resp_err_type, c->resp_err_details,
-                                   "upstream_protocol");
-            else
-                conn_respond_error(c, 502, "http_protocol_error", "malformed upstream response",
-                                   "upstream_protocol");
-            return;
-        }
-        evbuffer_drain(in, (size_t)r);
-        c->resp_bytes += (uint64_t)r;
-        conn_push(&c->client);
-        if (c->parse_stop || (size_t)r < v.iov_len)
-            break;
-    }
-    if (c->state != CONN_S_RELAY)
-        return;
-    if (c->resp_done) {
-        conn_response_done(c);
-        return;
-    }
-    if (conn_pending(&c->client) >= VG_CONN_OUT_CAP) {
-        c->upstream.paused = true;
-        bufferevent_setwatermark(c->client.bev, EV_WRITE, VG_CONN_OUT_CAP / 2, 0);
-    }
-    conn_update_reading(c);
-}
-
 /* Which side may read now, from the state and the backpressure flags. */
-static void conn_update_reading(struct conn *c)
+void conn_update_reading(struct conn *c)
 {
     bool client_read, up_read;
 
-    if (c->state == CONN_S_CLOSED)
-        return;
+    if (c->state == CONN_S_CLOSED || c->state == CONN_S_TUNNEL)
+        return; /* a tunnel manages both sides itself (conn_proxy.c) */
     /* The client side keeps reading while a request is in flight (bytes of a pipelined
      * request wait in its input, bounded by the read watermark, and are parsed only after the
      * response): toggling EV_READ per request would cost two epoll_ctl calls. */
-    client_read = c->state == CONN_S_REQ_HEAD || c->state == CONN_S_LINGER ||
-                  c->state == CONN_S_UP_CONNECT || (c->state == CONN_S_RELAY && !c->client.paused);
+    client_read =
+        c->state == CONN_S_REQ_HEAD || c->state == CONN_S_LINGER || c->state == CONN_S_UP_CONNECT ||
+        ((c->state == CONN_S_RELAY || c->state == CONN_S_TUNNEL_PEEK) && !c->client.paused);
     if (c->client.bev != NULL) {
         if (client_read)
             bufferevent_enable(c->client.bev, EV_READ);
@@ -1097,182 +785,6 @@ static void conn_update_reading(struct conn *c)
         else
             bufferevent_disable(c->upstream.bev, EV_READ);
     }
-}
-
-/* ---- upstream callbacks ----------------------------------------------------------------- */
-
-static void up_read_cb(struct bufferevent *bev, void *arg)
-{
-    struct conn *c = arg;
-
-    conn_enter(c);
-    conn_upstream_input(c);
-    conn_leave(c);
-}
-
-static void up_write_cb(struct bufferevent *bev, void *arg)
-{
-    struct conn *c = arg;
-
-    conn_enter(c);
-    if (c->client.paused &&
-        evbuffer_get_length(bufferevent_get_output(bev)) <= VG_CONN_OUT_CAP / 2) {
-        c->client.paused = false;
-        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-        conn_client_input(c);
-    }
-    conn_leave(c);
-}
-
-/*
- * A pooled connection can die just as it is reused (the upstream closed it while idle). A
- * bodyless GET/HEAD/OPTIONS that got no byte of answer is then sent once more on a fresh
- * connection, as nginx does. Returns 1 when a retry started.
- */
-static int conn_retry_upstream(struct conn *c)
-{
-    const char *m = c->req != NULL ? c->req->head.method : "";
-
-    if (c->state != CONN_S_RELAY || c->retried || c->resp_started || c->resp_bytes > 0 ||
-        !(c->req->body == HTTP1_BODY_NONE ||
-          (c->req->body == HTTP1_BODY_LENGTH && c->req->content_length == 0)) ||
-        (strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0 && strcmp(m, "OPTIONS") != 0))
-        return 0;
-    c->retried = true;
-    conn_drop_upstream(c, true);
-    c->req_done = false;
-    conn_set_state(c, CONN_S_UP_CONNECT);
-    conn_arm(c, CONN_T_UP_GET);
-    conn_log(c, LOG_DEBUG, "upstream_retry", "pooled_connection_closed", NULL);
-    c->upreq = upstream_get(c->w->up, c->host, c->up_port, c->up_tls, conn_up_ready, c);
-    if (c->upreq == NULL)
-        conn_respond_error(c, 502, "proxy_internal_error", "upstream connection failed",
-                           "upstream_get");
-    return 1;
-}
-
-static void up_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-    struct conn *c = arg;
-    char detail[256];
-
-    conn_enter(c);
-    if (what & BEV_EVENT_EOF) {
-        conn_upstream_input(c);
-        if (c->state == CONN_S_RELAY && !c->resp_done && c->upstream.parser != NULL &&
-            http1_in_message(c->upstream.parser) && c->resp_started &&
-            http1_feed_eof(c->upstream.parser) == 0 && c->resp_done) {
-            conn_response_done(c);
-        } else if (conn_retry_upstream(c)) {
-            /* sent again on a fresh connection */
-        } else if (c->state == CONN_S_RELAY || c->state == CONN_S_UP_CONNECT) {
-            metrics_upstream_error(c->w->id, METRICS_UE_PROTOCOL);
-            conn_respond_error(c, 502, "http_response_incomplete", "upstream closed the connection",
-                               "upstream_eof");
-        }
-    } else if (what & BEV_EVENT_TIMEOUT) {
-        metrics_upstream_error(c->w->id, METRICS_UE_TIMEOUT);
-        conn_respond_error(c, 504, "http_response_timeout", "upstream timed out",
-                           "upstream_timeout");
-    } else if ((what & BEV_EVENT_ERROR) && conn_retry_upstream(c)) {
-        /* sent again on a fresh connection */
-    } else if (what & BEV_EVENT_ERROR) {
-        unsigned long e = bufferevent_get_openssl_error(bev);
-
-        snprintf(detail, sizeof(detail), "%s",
-                 e != 0 ? tls_reason(e) : strerror(EVUTIL_SOCKET_ERROR()));
-        conn_log(c, LOG_INFO, "upstream_error", "upstream_io", detail);
-        metrics_upstream_error(c->w->id, METRICS_UE_CONNECT);
-        conn_respond_error(c, 502, "connection_terminated", "upstream connection failed",
-                           "upstream_io");
-    }
-    conn_leave(c);
-}
-
-static void conn_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err,
-                          bool route_tunnel)
-{
-    struct conn *c = arg;
-    struct evbuffer *out;
-    struct http1_msg *req = c->req;
-
-    conn_enter(c);
-    c->upreq = NULL;
-    if (c->state != CONN_S_UP_CONNECT) {
-        if (bev != NULL)
-            bufferevent_free(bev);
-        goto out;
-    }
-    if (bev == NULL) {
-        const char *type = upstream_err_type(err);
-        int st = upstream_err_status(err);
-
-        metrics_upstream_error(c->w->id, upstream_metric(err));
-        if (err == UPSTREAM_ERR_PROHIBITED) {
-            c->mdec = METRICS_D_BLOCK;
-            conn_record_refusal(c, c->host);
-        }
-        conn_respond_error(c, st, type,
-                           err == UPSTREAM_ERR_PROHIBITED ? "destination address prohibited"
-                                                          : "upstream unavailable",
-                           type);
-        goto out;
-    }
-    c->upstream.bev = bev;
-    c->route_tunnel = route_tunnel;
-    /* many servers close without close_notify; truncation of a Content-Length or chunked body
-     * is still caught by the parser, and an EOF-delimited body can only end this way */
-    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-    if (bufferevent_openssl_get_ssl(bev) != NULL)
-        SSL_set_options(bufferevent_openssl_get_ssl(bev), SSL_OP_IGNORE_UNEXPECTED_EOF);
-    bufferevent_setcb(bev, up_read_cb, up_write_cb, up_event_cb, c);
-    bufferevent_setwatermark(bev, EV_READ, 0, VG_CONN_IN_MAX);
-    bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-    bufferevent_set_timeouts(bev, NULL, NULL);
-    if (c->upstream.parser == NULL)
-        c->upstream.parser = http1_parser_new(HTTP1_RESPONSE, &resp_callbacks, c);
-    else
-        http1_parser_reset(c->upstream.parser);
-    if (c->upstream.parser == NULL) {
-        conn_respond_error(c, 500, "proxy_internal_error", "out of memory", "oom");
-        goto out;
-    }
-    http1_parser_set_request_method(c->upstream.parser, req->head.method);
-    out = c->upstream.stage;
-    if (http1_write_request_head(out, &req->head,
-                                 req->body == HTTP1_BODY_LENGTH && req->content_length == 0
-                                     ? HTTP1_BODY_NONE
-                                     : req->body,
-                                 req->content_length) < 0) {
-        conn_respond_error(c, 500, "proxy_internal_error", "request head too large", "head");
-        goto out;
-    }
-    if (c->rule >= 0) {
-        struct policy_rule_info ri;
-
-        policy_rule_info(c->policy, (size_t)c->rule, &ri);
-        metrics_injection(c->w->id, ri.secret_name);
-    }
-    /* the parsed head (with the secret) is wiped when the client parser is reset */
-    if (req->body == HTTP1_BODY_NONE ||
-        (req->body == HTTP1_BODY_LENGTH && req->content_length == 0))
-        c->req_done = true;
-    conn_set_state(c, CONN_S_RELAY);
-    conn_arm(c, CONN_T_UP_HEAD);
-    bufferevent_enable(bev, EV_WRITE);
-    conn_push(&c->upstream);
-    {
-        struct timeval tv = {CONN_T_BODY_IDLE, 0};
-
-        bufferevent_set_timeouts(c->client.bev, req->body != HTTP1_BODY_NONE ? &tv : NULL, NULL);
-    }
-    conn_update_reading(c);
-    if (!c->req_done)
-        conn_client_input(c);
-    if (c->state == CONN_S_RELAY)
-        conn_upstream_input(c);
-out:
-    conn_leave(c);
 }
 
 /* ---- client callbacks ------------------------------------------------------------------- */
@@ -1305,9 +817,12 @@ static void client_write_cb(struct bufferevent *bev, void *arg)
 }
 
 /* Ready for the first request (after the TLS handshake, or at accept for plain HTTP). */
-static void conn_begin(struct conn *c)
+void conn_begin(struct conn *c)
 {
-    c->client.parser = http1_parser_new(HTTP1_REQUEST, &req_callbacks, c);
+    if (c->client.parser != NULL)
+        http1_parser_reset(c->client.parser);
+    else
+        c->client.parser = http1_parser_new(HTTP1_REQUEST, &req_callbacks, c);
     if (c->client.parser == NULL) {
         conn_close(c, "oom");
         return;
@@ -1344,7 +859,8 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg)
         if (c->state == CONN_S_TLS_ACCEPT) {
             unsigned long e = bufferevent_get_openssl_error(bev);
 
-            snprintf(detail, sizeof(detail), "%s", e != 0 ? tls_reason(e) : "connection closed");
+            snprintf(detail, sizeof(detail), "%s",
+                     e != 0 ? conn_tls_reason(e) : "connection closed");
             conn_log(c, LOG_DEBUG, "tls_handshake_failed", "handshake", detail);
             conn_close(c, "handshake_failed");
         } else if (c->state == CONN_S_RELAY && c->req_done && !c->resp_done &&
@@ -1354,6 +870,13 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg)
         } else {
             if (c->state == CONN_S_RELAY || c->state == CONN_S_UP_CONNECT)
                 conn_log_request(c, NULL, "client_closed");
+            if ((what & BEV_EVENT_ERROR) && log_enabled(LOG_DEBUG)) {
+                unsigned long e = bufferevent_get_openssl_error(bev);
+
+                snprintf(detail, sizeof(detail), "%s",
+                         e != 0 ? conn_tls_reason(e) : strerror(EVUTIL_SOCKET_ERROR()));
+                conn_log(c, LOG_DEBUG, "client_error", "client_io", detail);
+            }
             conn_close(c, (what & BEV_EVENT_EOF) ? "client_eof" : "client_error");
         }
     } else if (what & BEV_EVENT_TIMEOUT) {
@@ -1388,6 +911,12 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
     conn_leave(c);
 }
 
+/* The client-side callbacks of the connection state machine on c->client.bev. */
+void conn_client_setcb(struct conn *c)
+{
+    bufferevent_setcb(c->client.bev, client_read_cb, client_write_cb, client_event_cb, c);
+}
+
 /* ---- accept and ClientHello ------------------------------------------------------------- */
 
 /* The host a no-SNI refusal is recorded under: "(no-sni)", or the original destination. */
@@ -1410,6 +939,8 @@ int conn_client_hello(struct conn *c, const char *host, struct tls_leaf *out, in
     char err[256], nosni[HOSTNAME_BUFSZ];
     X509 *cert;
 
+    if (host == NULL && c->proxy)
+        host = c->host; /* intercepted CONNECT without SNI: the CONNECT host names it */
     if (host == NULL) {
         conn_nosni_host(c, nosni, sizeof(nosni));
         snprintf(c->host, sizeof(c->host), "%s", nosni);
@@ -1418,8 +949,19 @@ int conn_client_hello(struct conn *c, const char *host, struct tls_leaf *out, in
         *alert = SSL_AD_UNRECOGNIZED_NAME;
         return -1;
     }
-    snprintf(c->host, sizeof(c->host), "%s", host);
-    if (sh->mode == POLICY_MODE_DEFAULT && !ca_permits(sh->ca, host)) {
+    if (c->proxy) {
+        /* intercepted CONNECT: the certificate is for the CONNECT host, and the SNI must be it */
+        if (strcmp(host, c->host) != 0) {
+            conn_log(c, LOG_INFO, "tls_refused", "sni_not_connect_host", NULL);
+            *alert = SSL_AD_UNRECOGNIZED_NAME;
+            return -1;
+        }
+    }
+    if (host != c->host)
+        snprintf(c->host, sizeof(c->host), "%s", host);
+    /* the probe name is answered by vaultgate itself; under .invalid it impersonates nothing */
+    if (sh->mode == POLICY_MODE_DEFAULT && !ca_permits(sh->ca, host) &&
+        strcmp(host, CONN_PROBE_HOST) != 0) {
         /* no certificate this CA can sign would verify: refuse plainly instead of minting */
         conn_log(c, LOG_WARN, "tls_refused", "host_outside_ca", NULL);
         *alert = SSL_AD_UNRECOGNIZED_NAME;
@@ -1459,18 +1001,15 @@ static void conn_addr_text(const struct sockaddr *sa, char *out, size_t outsz)
 /* A plain-HTTP listener's connection: no handshake, the first request may start at once. */
 static void conn_accept_plain(struct conn *c, const struct listen_addr *la, evutil_socket_t fd)
 {
-    if (la->kind != LISTEN_HTTP) { /* explicit-proxy listeners are not served by this build */
-        evutil_closesocket(fd);
-        conn_close(c, "listener_kind");
-        return;
-    }
+    c->proxy = la->kind == LISTEN_PROXY;
+    c->default_port = CONN_HTTP_PORT;
     c->client.bev = bufferevent_socket_new(c->w->base, fd, BEV_OPT_CLOSE_ON_FREE);
     if (c->client.bev == NULL) {
         evutil_closesocket(fd);
         conn_close(c, "oom");
         return;
     }
-    bufferevent_setcb(c->client.bev, client_read_cb, client_write_cb, client_event_cb, c);
+    conn_client_setcb(c);
     bufferevent_setwatermark(c->client.bev, EV_READ, 0, VG_CONN_IN_MAX);
     bufferevent_enable(c->client.bev, EV_READ | EV_WRITE);
     conn_enter(c);
@@ -1518,7 +1057,8 @@ void conn_accept(struct listen_worker *w, const struct listen_addr *la, evutil_s
         conn_accept_plain(c, la, fd);
         return;
     }
-    c->tls = true;
+    c->tls = c->host_fixed = true;
+    c->default_port = CONN_HTTPS_PORT;
     ssl = tls_server_ssl_new(w->ssl_ctx, c);
     if (ssl == NULL) {
         evutil_closesocket(fd);
@@ -1533,7 +1073,7 @@ void conn_accept(struct listen_worker *w, const struct listen_addr *la, evutil_s
         return;
     }
     bufferevent_openssl_set_allow_dirty_shutdown(c->client.bev, 1);
-    bufferevent_setcb(c->client.bev, client_read_cb, client_write_cb, client_event_cb, c);
+    conn_client_setcb(c);
     bufferevent_setwatermark(c->client.bev, EV_READ, 0, VG_CONN_IN_MAX);
     conn_set_state(c, CONN_S_TLS_ACCEPT);
     conn_arm(c, CONN_T_HANDSHAKE);
@@ -1549,7 +1089,8 @@ void conn_drain_all(struct listen_worker *w)
     while (c != NULL) {
         next = c->next;
         c->draining = true;
-        if (c->state == CONN_S_TLS_ACCEPT || (c->state == CONN_S_REQ_HEAD && c->idle))
+        if (c->state == CONN_S_TLS_ACCEPT || c->state == CONN_S_TUNNEL_PEEK ||
+            (c->state == CONN_S_REQ_HEAD && c->idle))
             conn_close(c, "draining");
         c = next;
     }

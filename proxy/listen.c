@@ -202,7 +202,11 @@ struct policy *listen_worker_policy(struct listen_worker *w)
 struct listen_slot {
     struct listen_worker *w;
     const struct listen_addr *la;
+    struct evconnlistener *lev;
+    struct event *resume; /* re-enables accepting after descriptors ran out */
 };
+
+#define LISTEN_PAUSE_MS 100 /* accept pause after EMFILE/ENFILE */
 
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
                       void *arg)
@@ -213,13 +217,28 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     conn_accept(s->w, s->la, fd, sa, salen);
 }
 
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct listen_slot *s = arg;
+
+    (void)fd;
+    (void)what;
+    if (s->lev != NULL)
+        evconnlistener_enable(s->lev);
+}
+
 static void accept_error_cb(struct evconnlistener *l, void *arg)
 {
     int e = EVUTIL_SOCKET_ERROR();
     struct listen_slot *s = arg;
+    struct timeval pause = {0, LISTEN_PAUSE_MS * 1000};
 
-    (void)l;
-    /* EMFILE and friends: keep the listener; the next accept may succeed */
+    /* Out of descriptors: the pending connection stays queued and every accept would fail at
+     * once, so stop accepting for a moment instead of spinning (and logging) in a loop. */
+    if ((e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) && s->resume != NULL) {
+        evconnlistener_disable(l);
+        evtimer_add(s->resume, &pause);
+    }
     log_eventf(LOG_WARN, "accept_error", "accept", "%s on %s", strerror(e), s->la->label);
 }
 
@@ -228,6 +247,10 @@ static void worker_free_listeners(struct listen_worker *w)
     for (size_t i = 0; i < w->nlevs; i++) {
         if (w->levs[i] != NULL)
             evconnlistener_free(w->levs[i]);
+    }
+    for (size_t i = 0; w->slots != NULL && i < w->sh->naddrs; i++) {
+        if (w->slots[i].resume != NULL)
+            event_free(w->slots[i].resume);
     }
     free(w->levs);
     free(w->slots);
@@ -311,6 +334,9 @@ static int worker_init(struct listen_worker *w, struct listen_shared *sh, int id
 
         s->w = w;
         s->la = &sh->addrs[i];
+        s->resume = evtimer_new(w->base, resume_cb, s);
+        if (s->resume == NULL)
+            goto out;
         w->levs[i] =
             evconnlistener_new(w->base, accept_cb, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
                                0, sh->addrs[i].fds[id]);
@@ -319,6 +345,7 @@ static int worker_init(struct listen_worker *w, struct listen_shared *sh, int id
             goto out;
         }
         sh->addrs[i].fds[id] = -1; /* owned by the evconnlistener now */
+        s->lev = w->levs[i];
         w->nlevs = i + 1;
         evconnlistener_set_error_cb(w->levs[i], accept_error_cb);
     }

@@ -42,11 +42,7 @@ const char *tls_error_text(char *buf, size_t len)
     return buf;
 }
 
-/*
- * Extracts the host_name entry of the server_name extension (RFC 6066 §3) from a raw extension
- * body. Returns its length and points *name at it, or 0 when absent or malformed.
- */
-static size_t sni_from_ext(const unsigned char *p, size_t len, const unsigned char **name)
+size_t tls_sni_from_ext(const unsigned char *p, size_t len, const unsigned char **name)
 {
     size_t list_len, pos, n;
 
@@ -72,6 +68,42 @@ static size_t sni_from_ext(const unsigned char *p, size_t len, const unsigned ch
     return 0;
 }
 
+size_t tls_sni_from_client_hello(const unsigned char *hs, size_t len, const unsigned char **name)
+{
+    size_t pos, end, n;
+
+    /* type 1, uint24 length, version (2), random (32) */
+    if (len < 4 + 34 || hs[0] != 1)
+        return 0;
+    end = 4 + (((size_t)hs[1] << 16) | ((size_t)hs[2] << 8) | hs[3]);
+    if (end > len)
+        return 0;
+    pos = 4 + 34;
+    if (pos + 1 > end || (pos += 1 + hs[pos]) + 2 > end) /* session id */
+        return 0;
+    if ((pos += 2 + (((size_t)hs[pos] << 8) | hs[pos + 1])) + 1 > end) /* cipher suites */
+        return 0;
+    if ((pos += 1 + hs[pos]) + 2 > end) /* compression methods */
+        return 0;
+    n = ((size_t)hs[pos] << 8) | hs[pos + 1];
+    pos += 2;
+    if (pos + n > end)
+        return 0;
+    end = pos + n;
+    while (pos + 4 <= end) {
+        unsigned type = ((unsigned)hs[pos] << 8) | hs[pos + 1];
+
+        n = ((size_t)hs[pos + 2] << 8) | hs[pos + 3];
+        pos += 4;
+        if (pos + n > end)
+            return 0;
+        if (type == TLSEXT_TYPE_server_name)
+            return tls_sni_from_ext(hs + pos, n, name);
+        pos += n;
+    }
+    return 0;
+}
+
 static int client_hello_cb(SSL *ssl, int *al, void *arg)
 {
     struct conn *c = SSL_get_ex_data(ssl, conn_ex_index);
@@ -88,14 +120,16 @@ static int client_hello_cb(SSL *ssl, int *al, void *arg)
         return SSL_CLIENT_HELLO_ERROR;
     }
     if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &ext, &extlen) == 1)
-        n = sni_from_ext(ext, extlen, &raw);
-    /* An SNI must be a DNS name; an IP literal there is against RFC 6066 but harmless. */
-    if (n == 0 || hostname_normalize((const char *)raw, n, host, sizeof(host)) < 0) {
-        *al = SSL_AD_UNRECOGNIZED_NAME;
-        conn_client_hello(c, NULL, &leaf, al);
-        return SSL_CLIENT_HELLO_ERROR;
-    }
-    if (conn_client_hello(c, host, &leaf, al) < 0)
+        n = tls_sni_from_ext(ext, extlen, &raw);
+    /* An SNI must be a DNS name; an IP literal there is against RFC 6066 but harmless. No SNI
+     * (or one that is not a host name) is refused by conn_client_hello, except after a CONNECT,
+     * where the CONNECT host names the certificate. */
+    *al = SSL_AD_UNRECOGNIZED_NAME;
+    if (conn_client_hello(c,
+                          n > 0 && hostname_normalize((const char *)raw, n, host, sizeof(host)) >= 0
+                              ? host
+                              : NULL,
+                          &leaf, al) < 0)
         return SSL_CLIENT_HELLO_ERROR;
     /* one call: SSL_use_certificate + SSL_use_PrivateKey + SSL_add1_chain_cert cost ~10 us
      * (the separate key/certificate match check), this ~3 us (docs/internals/proxy.md) */

@@ -33,6 +33,19 @@ SSL *tls_server_ssl_new(SSL_CTX *ctx, struct conn *c);
 /* Detaches the connection from ssl (before the conn is freed, the SSL may outlive it). */
 void tls_server_ssl_detach(SSL *ssl);
 
+/*
+ * Extracts the host_name entry of a raw server_name extension body (RFC 6066 §3). Returns its
+ * length and points *name into p, or returns 0 when there is none or the body is malformed.
+ */
+size_t tls_sni_from_ext(const unsigned char *p, size_t len, const unsigned char **name);
+
+/*
+ * The host_name of the SNI extension of a raw ClientHello handshake message (hs: type byte,
+ * 3-byte length, body), as seen on a tunnel before any TLS library touched it. Returns its
+ * length and points *name into hs, or 0 when there is none or the message is malformed.
+ */
+size_t tls_sni_from_client_hello(const unsigned char *hs, size_t len, const unsigned char **name);
+
 /* Reason text of the last OpenSSL error on this thread (drains the queue) into buf. */
 const char *tls_error_text(char *buf, size_t len);
 

@@ -392,6 +392,7 @@ START_TEST(test_caps)
     char *big = malloc(n + 200);
     struct rec r;
 
+    ck_assert_ptr_nonnull(big);
     len = (size_t)sprintf(big, "GET / HTTP/1.1\r\nHost: a.example\r\nX-Big: ");
     memset(big + len, 'a', VG_HEAD_MAX_BYTES);
     len += VG_HEAD_MAX_BYTES;

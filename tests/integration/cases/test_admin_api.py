@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The admin API (SPEC §7) through tests/tools/admin_serve, which runs proxy/admin.c with fake
 ops: every endpoint, query strings that must not change routing (and never reach the log), 405
-with Allow for other methods, 404, HEAD, the five security headers on every answer, the unix
+with Allow for every other method (unknown ones such as FOO included), 404, HEAD, the five
+security headers on every answer (also 400 for a malformed request and 431 for a head over
+VG_ADMIN_MAX_HEAD_BYTES), keep-alive and pipelining, HTTP/1.0, requests with a body, the unix
 socket (mode 0660, removed on stop, reached with curl --unix-socket), a store that cannot be
 read (503), and the --admin usage check that refuses a non-loopback address."""
 import atexit
@@ -151,8 +153,10 @@ def endpoints(srv, tmp):
     check(st == 200 and h["content-type"] == "application/x-pem-file" and
           body.startswith(b"-----BEGIN CERTIFICATE-----\n"), "/ca.pem %d %r" % (st, body[:40]))
 
-    for method in ("POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE"):
-        for path in ("/healthz", "/v1/status", "/ca.pem"):
+    # Any method but GET and HEAD is 405, known to the parser or not, on any path.
+    for method in ("POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "FOO", "PROPFIND",
+                   "get"):
+        for path in ("/healthz", "/v1/status", "/ca.pem", "/nope"):
             st, h, _ = request(srv, method, path)
             check(st == 405 and h.get("allow") == "GET, HEAD", "%s %s: %d allow %r" %
                   (method, path, st, h.get("allow")))
@@ -160,8 +164,6 @@ def endpoints(srv, tmp):
                  "/%68ealthz", "/ca.pem?/healthz/.."):
         st, _, _ = request(srv, "GET", path)
         check(st == 404 or (path.startswith("/ca.pem?") and st == 200), "GET %s: %d" % (path, st))
-    st, _, _ = request(srv, "POST", "/nope")
-    check(st == 404, "POST /nope: %d" % st)
 
     # HEAD: the headers of GET, Content-Length included, and not one body byte.
     out = raw(host_port(srv.address), b"HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -172,6 +174,170 @@ def endpoints(srv, tmp):
     st, h, body = request(srv, "HEAD", "/v1/status")
     check(st == 200 and body == b"", "HEAD /v1/status")
     print("ok endpoints, 405/404, HEAD, security headers", flush=True)
+
+
+def read_response(s, buf=b"", head_only=False):
+    """Reads one response from s: (status, headers, body, bytes left over)."""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(65536)
+        check(chunk, "connection closed before a response head: %r" % buf[:80])
+        buf += chunk
+    head, _, buf = buf.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    check(lines[0].startswith("HTTP/1.1 "), "status line %r" % lines[0])
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        check(name.lower() not in headers, "duplicate header %r" % name)
+        headers[name.lower()] = value.strip()
+    for k, v in SECURITY.items():
+        check(headers.get(k) == v, "%r: header %s = %r" % (lines[0], k, headers.get(k)))
+    n = 0 if head_only else int(headers["content-length"])
+    while len(buf) < n:
+        chunk = s.recv(65536)
+        check(chunk, "connection closed inside a body")
+        buf += chunk
+    return int(lines[0].split()[1]), headers, buf[:n], buf[n:]
+
+
+def connect(srv):
+    s = socket.create_connection(host_port(srv.address), timeout=10)
+    return s
+
+
+def closed(s):
+    """True when the server closes the connection (EOF) with nothing more sent."""
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return False
+
+
+def exchange(srv, data):
+    """Sends data on a new connection; the one answer, and whether the server then closed."""
+    s = connect(srv)
+    try:
+        s.sendall(data)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the server answered and stopped reading; the answer must still arrive
+    st, h, body, rest = read_response(s)
+    check(rest == b"", "bytes after the answer: %r" % rest[:40])
+    done = closed(s)
+    s.close()
+    return st, h, body, done
+
+
+def protocol(srv):
+    # -X FOO (a method llhttp does not know): 405, Allow, the five headers; curl as well.
+    st, h, body, done = exchange(srv, b"FOO /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    check(st == 405 and h.get("allow") == "GET, HEAD" and done, "FOO: %d %r" % (st, h))
+    if shutil.which("curl"):
+        p = subprocess.run(["curl", "-s", "-i", "-X", "FOO", "http://%s/healthz" % srv.address],
+                           stdout=subprocess.PIPE, text=True, timeout=30)
+        head = p.stdout.split("\n\n")[0].lower()  # text mode: CRLF reads as LF
+        check(p.stdout.startswith("HTTP/1.1 405 ") and "\nallow: get, head" in head and
+              all("\n%s: %s" % (k, v.lower()) in head for k, v in SECURITY.items()),
+              "curl -X FOO: %r" % p.stdout)
+
+    # Malformed requests: 400 with the headers, and the connection closes.
+    for bad in (b"GET /healthz HTTP/1.1 junk\r\nHost: x\r\n\r\n",
+                b"GET  /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+                b"GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n",
+                b"GET /healthz\r\n\r\n",
+                b"GET /healthz HTTP/1.1\nHost: x\r\n\r\n",
+                b"GET /healthz HTTP/1.1\r\n Host: x\r\n\r\n",
+                b"GET /health\x01z HTTP/1.1\r\nHost: x\r\n\r\n",
+                b"GET /healthz HTTP/1.1\r\n\r\n",
+                b"GET /healthz HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n",
+                b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03\r\n\r\n"):
+        st, h, body, done = exchange(srv, bad)
+        check(st == 400 and h.get("connection") == "close" and done, "%r: %d" % (bad, st))
+
+    # The head cap (VG_ADMIN_MAX_HEAD_BYTES = 8192): a head of exactly 8192 bytes is served, one
+    # byte more is 431 with the headers - whole, or sent in pieces.
+    def padded(size):
+        pre = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Pad: "
+        return pre + b"a" * (size - len(pre) - 4) + b"\r\n\r\n"
+    check(len(padded(8192)) == 8192, "padding")
+    st, _, body, done = exchange(srv, padded(8192))
+    check(st == 200 and body == b"ok\n" and done, "8192-byte head: %d" % st)
+    st, h, _, done = exchange(srv, padded(8193))
+    check(st == 431 and h.get("connection") == "close" and done, "8193-byte head: %d" % st)
+    st, _, _, done = exchange(srv, padded(70000))
+    check(st == 431 and done, "70000-byte head: %d" % st)
+    s = connect(srv)
+    data = padded(9000)
+    for i in range(0, 8200, 1000):
+        s.sendall(data[i:i + 1000])
+        time.sleep(0.01)
+    st, h, _, rest = read_response(s)
+    check(st == 431 and rest == b"" and closed(s), "head over the cap in pieces: %d" % st)
+    s.close()
+    # 101 fields fit in 8 KiB but are over the parser's field cap: 431 as well.
+    many = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(b"A%d: 1\r\n" % i
+                                                                   for i in range(101)) + b"\r\n"
+    st, _, _, done = exchange(srv, many)
+    check(st == 431 and done, "101 fields: %d" % st)
+
+    # Keep-alive: two requests one after the other on one connection, then two pipelined.
+    s = connect(srv)
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    st, h, body, rest = read_response(s)
+    check(st == 200 and body == b"ok\n" and "connection" not in h and rest == b"",
+          "keep-alive first: %d %r" % (st, h))
+    s.sendall(b"GET /v1/status?x=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+    st, h, body, rest = read_response(s)
+    check(st == 200 and json.loads(body)["version"] == "test" and rest == b"",
+          "keep-alive second: %d" % st)
+    s.sendall(b"HEAD /ca.pem HTTP/1.1\r\nHost: x\r\n\r\n"
+              b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n"
+              b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+              b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    st, h, body, rest = read_response(s, head_only=True)
+    check(st == 200 and int(h["content-length"]) > 0 and "connection" not in h,
+          "pipelined HEAD: %d" % st)
+    st, h, body, rest = read_response(s, rest)
+    check(st == 404 and "connection" not in h, "pipelined 404: %d" % st)
+    st, h, body, rest = read_response(s, rest)
+    check(st == 200 and h.get("connection") == "close" and rest == b"" and closed(s),
+          "Connection: close ends the connection, the request after it unanswered: %d" % st)
+    s.close()
+    # A 405 for a known method without a body keeps the connection.
+    s = connect(srv)
+    s.sendall(b"DELETE /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    st, h, _, rest = read_response(s)
+    check(st == 405 and "connection" not in h, "DELETE: %d %r" % (st, h))
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    st, _, body, _ = read_response(s)
+    check(st == 200 and body == b"ok\n", "GET after 405: %d" % st)
+    s.close()
+
+    # HTTP/1.0: answered, then closed, with or without keep-alive asked for.
+    for req in (b"GET /healthz HTTP/1.0\r\n\r\n",
+                b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"):
+        st, h, body, done = exchange(srv, req)
+        check(st == 200 and body == b"ok\n" and h.get("connection") == "close" and done,
+              "%r: %d %r" % (req, st, h))
+
+    # Admin requests have no body: GET with one is 400, POST with one 405; both close, and the
+    # body is never taken for a request.
+    st, _, _, done = exchange(srv, b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5"
+                              b"\r\n\r\nGET /x")
+    check(st == 400 and done, "GET with a body: %d" % st)
+    st, _, _, done = exchange(srv, b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+                              b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+    check(st == 400 and done, "GET with a chunked body: %d" % st)
+    st, h, _, done = exchange(srv, b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                              b"2000\r\n\r\n" + b"x" * 2000)
+    check(st == 405 and h.get("allow") == "GET, HEAD" and done, "POST with a body: %d" % st)
+    st, _, body, _ = exchange(srv, b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                              b"Connection: close\r\n\r\n")
+    check(st == 200 and body == b"ok\n", "Content-Length: 0 is no body: %d" % st)
+    # Absolute-form targets route by their path too.
+    st, _, body, _ = exchange(srv, b"GET http://x/healthz?y HTTP/1.1\r\nHost: x\r\n"
+                              b"Connection: close\r\n\r\n")
+    check(st == 200 and body == b"ok\n", "absolute-form: %d" % st)
+    print("ok FOO/400/431 with the headers, keep-alive, pipelining, HTTP/1.0, bodies", flush=True)
 
 
 def main():
@@ -191,6 +357,7 @@ def main():
     srv = Server("127.0.0.1:0", "--audit", store, "--run", "r1", "--ready-file",
                  os.path.join(tmp, "ready"))
     endpoints(srv, tmp)
+    protocol(srv)
     log = srv.stop()
     check("probe=1" not in log and "verbose" not in log, "query string in the log: %r" % log)
 
@@ -209,9 +376,36 @@ def main():
     srv.stop()
     print("ok unreadable store (503), off store ([])", flush=True)
 
+    conn_cap()
     unix_socket(tmp)
     usage_checks()
     return 0
+
+
+def conn_cap():
+    """VG_ADMIN_MAX_CONNS (64) open connections: the next one waits in the backlog, unanswered,
+    until one of them closes; stopping with connections open in every state is clean."""
+    srv = Server("127.0.0.1:0")
+    held = [connect(srv) for _ in range(64)]
+    held[1].sendall(b"GET /heal")                       # a head in progress
+    held[2].sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 100)  # answers not read
+    time.sleep(0.3)
+    extra = connect(srv)
+    extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    extra.settimeout(0.5)
+    try:
+        got = extra.recv(100)
+    except socket.timeout:
+        got = None
+    check(got is None, "connection 65 answered: %r" % got)
+    held.pop(0).close()
+    extra.settimeout(10)
+    st, _, body, _ = read_response(extra)
+    check(st == 200 and body == b"ok\n", "connection 65 after one closed: %d" % st)
+    srv.stop()
+    for s in held + [extra]:
+        s.close()
+    print("ok connection cap, stop with connections open", flush=True)
 
 
 def ipv6_loopback():

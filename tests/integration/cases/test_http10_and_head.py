@@ -13,6 +13,9 @@ def handler(req, ci):
         return [b"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n"]
     if req.target == "/eof":
         return [b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil-close", ("close",)]
+    if req.target == "/chunky":
+        return [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nhello \r\n"
+                b"6\r\nchunks\r\n0\r\n\r\n"]
     if req.target == "/continue":
         return [b"HTTP/1.1 100 Continue\r\n\r\n", t.resp_bytes(200, req.body)]
     return [t.resp_bytes(200, b"hello world")]
@@ -27,6 +30,12 @@ try:
             b"Accept: */*\r\nAuthorization: Bearer sk-canary-SECRET-api-0001\r\n"
             b"Accept-Encoding: identity\r\n\r\n",
             "1.0 upstream head %r" % up.requests[-1].raw_head)
+    # HTTP/1.0 client, chunked upstream body: close-delimited to the client, never chunked
+    out = vg.exchange("api.example.test", b"GET /chunky HTTP/1.0\r\nHost: api.example.test\r\n\r\n")
+    r, _ = t.parse_response(out)
+    t.check(r.status == 200 and r.header("Transfer-Encoding") is None and
+            r.header("Content-Length") is None and r.body == b"hello chunks" and
+            (r.header("Connection") or "").lower() == "close", "1.0 chunked: %r" % r)
     r = vg.request("api.example.test", b"HEAD /h HTTP/1.1\r\nHost: api.example.test\r\n"
                    b"Connection: close\r\n\r\n", method="HEAD")
     t.check(r.status == 200 and r.header("Content-Length") == "11" and r.body == b"",

@@ -68,9 +68,11 @@ CASES = [
     ("CONNECT on a TLS listener", b"CONNECT api.example.test:443 HTTP/1.1\r\n" + H + b"\r\n",
      {400, 405}),
     ("unknown method", b"FOO / HTTP/1.1\r\n" + H + b"\r\n", {400, 501}),
-    ("websocket upgrade (not in this build)", b"GET /ws HTTP/1.1\r\n" + H +
-     b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: x\r\n"
-     b"Sec-WebSocket-Version: 13\r\n\r\n", {501}),
+    ("upgrade other than WebSocket", b"GET / HTTP/1.1\r\n" + H +
+     b"Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABk\r\n\r\n",
+     {501}),
+    ("WebSocket upgrade on POST", b"POST /ws HTTP/1.1\r\n" + H +
+     b"Upgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 1\r\n\r\nx", {501}),
     ("101 fields", b"GET / HTTP/1.1\r\n" + H + b"".join(b"X-%d: 1\r\n" % i for i in range(101))
      + b"\r\n", {431}),
     ("head over 64 KiB", b"GET / HTTP/1.1\r\n" + H + b"X: " + b"a" * (65 * 1024) + b"\r\n\r\n",

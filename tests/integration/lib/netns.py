@@ -1,11 +1,12 @@
 """Network namespaces for catch-all tests: a sandbox namespace whose only route is a gateway
-namespace, joined by a veth pair. Addresses exist only inside these namespaces; the gateway has
-no uplink, so nothing can leave the machine. Everything is removed on close().
+namespace, joined by a veth pair. Addresses exist only inside these namespaces; the gateway's
+"uplink" is a veth pair that leads nowhere, so nothing can leave the machine. Everything is removed on close().
 
     with Topology() as t:
         t.gw("ip", "addr")            # run a command in the gateway namespace
         t.sb_popen([...])             # start a process in the sandbox namespace
 """
+import ctypes
 import os
 import secrets
 import shutil
@@ -13,7 +14,24 @@ import subprocess
 
 SANDBOX_ADDR = "10.231.0.2"
 GATEWAY_ADDR = "10.231.0.1"
+UPLINK_ADDR = "10.231.1.1"
 PREFIX = 30
+
+
+CLONE_NEWNET = 0x40000000
+
+
+def enter(ns):
+    """Moves the calling thread into network namespace ns (by name). Call it before starting
+    threads: threads and child processes created afterwards inherit the namespace."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open("/var/run/netns/" + ns, os.O_RDONLY)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "setns(%s): %s" % (ns, os.strerror(e)))
+    finally:
+        os.close(fd)
 
 
 class Unavailable(Exception):
@@ -58,6 +76,14 @@ class Topology:
         self.gw("ip", "link", "set", self.gw_if, "up")
         self.sb("ip", "route", "add", "default", "via", GATEWAY_ADDR)
         self.gw("sysctl", "-qw", "net.ipv4.ip_forward=1")
+        # A stand-in uplink: a veth pair with both ends in the gateway and no address on the far
+        # end, so forwarded packets reach the forward hook (as on a real gateway) and then go
+        # nowhere: nothing answers ARP for them.
+        self.gw("ip", "link", "add", "vgup0", "type", "veth", "peer", "name", "vgup1")
+        self.gw("ip", "addr", "add", "%s/%d" % (UPLINK_ADDR, PREFIX), "dev", "vgup0")
+        self.gw("ip", "link", "set", "vgup0", "up")
+        self.gw("ip", "link", "set", "vgup1", "up")
+        self.gw("ip", "route", "add", "default", "dev", "vgup0")
         # The redirect lands on 127.0.0.1-bound listeners only with route_localnet; the tests
         # bind 0.0.0.0, as docs/gateway.md tells operators to.
 

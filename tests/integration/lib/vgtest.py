@@ -55,9 +55,11 @@ def log(msg):
 
 
 def tmpdir():
+    """The case's temp dir: VG_CASE_TMP, or one made (once) for this process."""
     d = os.environ.get("VG_CASE_TMP")
     if not d:
         d = tempfile.mkdtemp(prefix="vgtest-")
+        os.environ["VG_CASE_TMP"] = d
     return d
 
 
@@ -376,6 +378,15 @@ class FakeUpstream:
                         time.sleep(a[1])
                     elif a[0] == "close":
                         return
+                    elif a[0] == "raw_echo":
+                        # after a 101: send back every byte that arrives, until EOF
+                        if buf:
+                            s.sendall(buf)
+                        while True:
+                            d = more()
+                            if not d:
+                                return
+                            s.sendall(d)
         except (OSError, ssl.SSLError, ValueError, EOFError) as e:
             self.errors.append("serve: %s" % e)
         finally:
@@ -412,7 +423,7 @@ def example_vault(run_id="run-test", default="allow", secrets=None, rules=None, 
 class Vaultgate:
     def __init__(self, d, vault, pins=(), upstream_ca=None, threads=1, audit="off",
                  extra=(), log_level=os.environ.get("VG_LOG_LEVEL", "info"), https_port=None,
-                 http=False):
+                 http=False, proxy=False):
         self.d = d
         self.vault_path = os.path.join(d, "vault.json")
         if isinstance(vault, (dict, list)):
@@ -425,6 +436,7 @@ class Vaultgate:
         self.port = https_port or free_port()
         self.admin_port = free_port()
         self.http_port = free_port() if http else None
+        self.proxy_port = free_port() if proxy else None
         self.stderr_path = os.path.join(d, "vaultgate.stderr")
         if audit == "sqlite":
             audit = "sqlite:" + os.path.join(self.state, "audit.db")
@@ -433,6 +445,8 @@ class Vaultgate:
                      "127.0.0.1:%d" % self.http_port if http else "none",
                      "--admin", "127.0.0.1:%d" % self.admin_port, "--audit", audit,
                      "--threads", str(threads), "--log-level", log_level]
+        if proxy:
+            self.args += ["--listen-proxy", "127.0.0.1:%d" % self.proxy_port]
         for p in pins:
             self.args += ["--resolve", p]
         if upstream_ca:
@@ -485,7 +499,17 @@ class Vaultgate:
             self.proc.kill()
             self.proc.wait()
             fail("vaultgate did not stop within %ds after signal %d" % (timeout, sig))
+        self.check_sanitizers()
         return self.proc.returncode
+
+    def check_sanitizers(self):
+        """Fails the case when an ASan/UBSan/LSan build of vaultgate reported anything."""
+        err = self.stderr()
+        for word in ("AddressSanitizer", "LeakSanitizer", "runtime error:",
+                     "UndefinedBehaviorSanitizer"):
+            if word in err:
+                i = err.index(word)
+                fail("sanitizer report in vaultgate's stderr:\n" + err[max(0, i - 200):i + 3000])
 
     def kill(self):
         if self.proc is not None and self.proc.poll() is None:
@@ -517,17 +541,19 @@ class Vaultgate:
         ctx.set_alpn_protocols(["http/1.1"])
         return ctx
 
-    def tls_client(self, sni, timeout=10):
+    def tls_client(self, sni, timeout=10, verify=True):
         """A TLS connection to the HTTPS listener with SNI sni (None: no SNI)."""
         ctx = self.client_ctx()
-        if sni is None:
+        if sni is None or not verify:
             ctx.check_hostname = False
+        if not verify:
+            ctx.verify_mode = ssl.CERT_NONE
         raw = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
         return ctx.wrap_socket(raw, server_hostname=sni)
 
-    def exchange(self, sni, data, timeout=10):
+    def exchange(self, sni, data, timeout=10, verify=True):
         """Sends exact bytes, reads until EOF (or timeout). Returns the bytes received."""
-        s = self.tls_client(sni, timeout)
+        s = self.tls_client(sni, timeout, verify)
         try:
             s.sendall(data)
             out = b""
@@ -563,9 +589,9 @@ class Vaultgate:
         finally:
             s.close()
 
-    def request(self, sni, data, method="GET", timeout=10):
+    def request(self, sni, data, method="GET", timeout=10, verify=True):
         """Sends one request (exact bytes) and parses one response; keeps nothing open."""
-        out = self.exchange(sni, data, timeout)
+        out = self.exchange(sni, data, timeout, verify)
         if not out:
             fail("no response to %r" % data[:80])
         return parse_response(out, method)[0]

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Catch-all with the sandbox-local ruleset (SPEC §9, `vaultgate nft --where sandbox`).
+
+vaultgate runs in the gateway namespace on 0.0.0.0:8443/8080 with no ruleset there; the
+sandbox's own namespace gets the ruleset, which DNATs its TCP 80/443 to the gateway's address
+and drops all other output except loopback. From the sandbox: a rule host at an arbitrary
+address is injected; TCP 22 and UDP are dropped and counted in the sandbox's table; the probe
+passes, and fails once the sandbox's table is deleted."""
+import json
+import subprocess
+import sys
+
+import netns
+import vgtest as t
+
+t.require_binary()
+try:
+    topo = netns.Topology()
+except netns.Unavailable as e:
+    t.skip(str(e))
+
+SECRET = "sk-canary-SECRET-sandbox-0011"
+try:
+    netns.enter(topo.gw_ns)
+    d = t.tmpdir()
+    certs = t.make_certs(d, ["api.example.test"])
+    up = t.FakeUpstream(certs["cert"], certs["key"], t.echo_handler)
+    vault = t.example_vault(run_id="run-sandbox-1", default="block",
+                            secrets={"API_KEY": {"value": SECRET}}, hosts={})
+    vg = t.Vaultgate(d, vault, pins=[up.pin("api.example.test")], upstream_ca=certs["ca"],
+                     http=True)
+    vg.args[vg.args.index("--listen-https") + 1] = "0.0.0.0:8443"
+    vg.args[vg.args.index("--listen-http") + 1] = "0.0.0.0:8080"
+    vg.port, vg.http_port = 8443, 8080
+    vg.start()
+
+    r = topo.sb(t.VG_BIN, "nft", "--vault", vg.vault_path, "--where", "sandbox", "--proxy-ip",
+                netns.GATEWAY_ADDR, "--https-port", "8443", "--http-port", "8080", "--apply",
+                check=False)
+    t.check(r.returncode == 0, "nft --where sandbox --apply failed: %s" % r.stderr.decode())
+
+    r = topo.sb("curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10",
+                "--cacert", vg.ca, "--resolve", "api.example.test:443:192.0.2.90",
+                "https://api.example.test/v1/y", "-H", "Authorization: Bearer placeholder",
+                check=False)
+    t.check(r.stdout == b"200", "rule host through the sandbox DNAT: %r %s"
+            % (r.stdout, r.stderr.decode()))
+    t.check(("Authorization: Bearer " + SECRET).encode() in up.all_bytes(),
+            "upstream did not receive the injected secret")
+
+    r = topo.sb(sys.executable, "-c", "import socket; socket.create_connection(('192.0.2.91', 22),"
+                " timeout=2)", check=False)
+    t.check(r.returncode != 0, "TCP 22 from the sandbox connected")
+    r = topo.sb(sys.executable, "-c", "import socket; socket.create_connection(('%s', 9090),"
+                " timeout=2)" % netns.GATEWAY_ADDR, check=False)
+    t.check(r.returncode != 0, "the sandbox reached another port on the gateway")
+    topo.sb(sys.executable, "-c", "import socket; s=socket.socket(socket.AF_INET, "
+            "socket.SOCK_DGRAM); [s.sendto(b'x', ('192.0.2.92', 9999)) for _ in range(3)]",
+            check=False)
+    r = topo.sb("nft", "-j", "list", "counter", "inet", "vaultgate", "dropped_output")
+    pk = [o["counter"]["packets"] for o in json.loads(r.stdout)["nftables"] if "counter" in o]
+    t.check(pk and pk[0] >= 5, "dropped_output counter: %r" % pk)
+
+    r = topo.sb(t.VG_BIN, "probe", "--timeout", "3", check=False)
+    t.check(r.returncode == 0, "probe failed with the ruleset: %s" % r.stderr.decode())
+    # Applying again replaces the table (idempotent), and the probe still passes.
+    r = topo.sb(t.VG_BIN, "nft", "--vault", vg.vault_path, "--where", "sandbox", "--proxy-ip",
+                netns.GATEWAY_ADDR, "--apply", check=False)
+    t.check(r.returncode == 0, "re-applying failed: %s" % r.stderr.decode())
+    r = topo.sb("nft", "list", "tables")
+    t.check(r.stdout.decode().count("vaultgate") == 1, "tables after re-apply: %r" % r.stdout)
+
+    topo.sb("nft", "delete", "table", "inet", "vaultgate")
+    r = topo.sb(t.VG_BIN, "probe", "--timeout", "2", check=False)
+    t.check(r.returncode != 0, "probe passed without the ruleset")
+    vg.stop()
+    t.check(SECRET not in vg.stderr(), "the secret appeared in the log")
+finally:
+    topo.close()

@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""`vaultgate probe` against a running vaultgate: the reserved name probe.vaultgate.invalid is
+answered by vaultgate itself (204, Proxy-Status naming the run) without reaching any upstream,
+so the probe passes when the sandbox's 443 reaches vaultgate and 22 is closed; it fails when
+443 is something else."""
+import random
+import socket
+import subprocess
+import vgtest as t
+
+t.require_binary()
+d = t.tmpdir()
+addr = None
+for _ in range(20):
+    a = "127.%d.%d.%d" % (random.randint(1, 254), random.randint(0, 255), random.randint(2, 254))
+    s = socket.socket()
+    try:
+        s.bind((a, 443))
+    except PermissionError:
+        t.skip("cannot bind port 443 (needs root or CAP_NET_BIND_SERVICE)")
+    except OSError:
+        continue
+    finally:
+        s.close()
+    addr = a
+    break
+t.check(addr, "no free loopback address")
+vg = t.Vaultgate(d, t.example_vault(run_id="run-probe-7"),
+                 extra=["--listen-https", "%s:443" % addr]).start()
+try:
+    p = subprocess.run([t.VG_BIN, "probe", "--target", addr, "--timeout", "5"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    t.check(p.returncode == 0, "probe failed: %s %s" % (p.stdout, p.stderr))
+    r = vg.request("probe.vaultgate.invalid", b"GET / HTTP/1.1\r\nHost: probe.vaultgate.invalid"
+                   b"\r\n\r\n", verify=False)  # outside the name constraints, by design
+    t.check(r.status == 204 and "run-probe-7" in (r.header("Proxy-Status") or ""), "%r" % r)
+finally:
+    vg.stop()
+# nothing of vaultgate's on 443 any more: the probe must fail
+p = subprocess.run([t.VG_BIN, "probe", "--target", addr, "--timeout", "2"],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+t.check(p.returncode != 0, "probe passed without vaultgate")

@@ -865,7 +865,8 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg)
             conn_close(c, "handshake_failed");
         } else if (c->state == CONN_S_RELAY && c->req_done && !c->resp_done &&
                    (what & BEV_EVENT_EOF)) {
-            /* client half-closed after its request: finish the response if it still reads */
+            /* the client closed after sending its request: nobody is left to read the
+             * response (TLS clients do not half-close), so both sides go */
             conn_close(c, "client_eof");
         } else {
             if (c->state == CONN_S_RELAY || c->state == CONN_S_UP_CONNECT)

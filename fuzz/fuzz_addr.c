@@ -159,7 +159,7 @@ static void check_text_form(const uint8_t *a)
  * with the last prefix bit flipped does not. */
 static void check_cidr(const uint8_t *a, size_t len, unsigned p)
 {
-    char text[INET6_ADDRSTRLEN], s[INET6_ADDRSTRLEN + 8];
+    char text[INET6_ADDRSTRLEN], s[INET6_ADDRSTRLEN + 16];
     uint8_t net[16], other[16];
     struct addr_cidr c;
 

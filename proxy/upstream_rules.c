@@ -27,6 +27,10 @@ struct own_endpoint {
 };
 static struct own_endpoint own_eps[UPSTREAM_OWN_MAX];
 static size_t own_neps;
+/* Wildcard listeners (0.0.0.0 / [::]) by address length and port: they also answer on every
+ * loopback address (all of 127/8), which getifaddrs() lists only as 127.0.0.1. */
+static struct own_endpoint own_wild[UPSTREAM_OWN_MAX];
+static size_t own_nwild;
 
 /* ---- parsing ---------------------------------------------------------------------------- */
 
@@ -261,7 +265,12 @@ int upstream_add_own_address(const struct sockaddr *sa)
     b = sa_bytes(&a, &len, &port);
     if (addr_classify(b, len) != ADDR_UNSPECIFIED)
         return own_add(&a);
-    /* A wildcard listener is reachable on every local address. */
+    /* A wildcard listener is reachable on every local address, loopback ones included. */
+    if (own_nwild >= UPSTREAM_OWN_MAX)
+        return -1;
+    own_wild[own_nwild].len = len;
+    own_wild[own_nwild].port = port;
+    own_nwild++;
     if (getifaddrs(&ifs) != 0)
         return -1;
     for (i = ifs; i != NULL; i = i->ifa_next) {
@@ -299,6 +308,12 @@ static int own_match(const uint8_t *b, size_t len, int port)
         if (own_eps[i].port == port)
             return 1;
         r = 2;
+    }
+    if (addr_classify(b, len) == ADDR_LOOPBACK) {
+        for (size_t i = 0; i < own_nwild; i++) {
+            if (own_wild[i].len == len && own_wild[i].port == port)
+                return 1;
+        }
     }
     return r;
 }

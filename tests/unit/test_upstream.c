@@ -1198,6 +1198,9 @@ START_TEST(test_own_wildcard_listener)
     ck_assert_int_eq(upstream_add_own_address((struct sockaddr *)&sin), 0); /* idempotent */
     make_ctx(&o);
     ck_assert_int_eq(get("127.0.0.1", fx.plain_port, false, &r), UPSTREAM_ERR_PROHIBITED);
+    /* ... and as every other 127/8 address, which getifaddrs() does not list: refused before
+     * dialling (a dial would give UPSTREAM_ERR_CONNECT, nothing listens there). */
+    ck_assert_int_eq(get("127.0.0.9", fx.plain_port, false, &r), UPSTREAM_ERR_PROHIBITED);
     ck_assert_int_eq(fx.plain_accepts, 0);
     ck_assert_int_eq(get("127.0.0.1", fx.tls_port, true, &r), UPSTREAM_OK);
     bufferevent_free(r.bev);

@@ -618,3 +618,115 @@ def setup(names=("api.example.test",), vault=None, handler=None, start=True, **k
 
 def sha256(b):
     return hashlib.sha256(b).hexdigest()
+
+
+# ---- additions: network isolation, DNS-resolved runs, audit and metrics readers -------------
+
+def isolate_net():
+    """Re-executes the calling case (same PID, via exec) inside a fresh network namespace that
+    holds only loopback, so that even a vaultgate that wrongly dialled a non-loopback address
+    could reach nothing: such a connect fails with ENETUNREACH. Returns True once isolated,
+    False (after printing why) when namespaces are unavailable here (not root, no unshare)."""
+    import shutil
+    if os.environ.get("VG_NETNS_ISOLATED") == "1":
+        return True
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
+        log("note: no network namespace (needs root, unshare and ip); running unisolated")
+        return False
+    probe = subprocess.run(["unshare", "--net", "--", "ip", "link", "set", "lo", "up"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if probe.returncode != 0:
+        log("note: unshare --net failed (%s); running unisolated" %
+            probe.stderr.decode(errors="replace").strip())
+        return False
+    env = dict(os.environ, VG_NETNS_ISOLATED="1")
+    sys.stdout.flush()
+    os.execvpe("unshare", ["unshare", "--net", "--", "sh", "-c",
+                           'ip link set lo up && exec "$0" "$@"', sys.executable,
+                           os.path.abspath(sys.argv[0])] + sys.argv[1:], env)
+
+
+class Witness:
+    """A TCP listener on addr:port that accepts, counts and at once closes connections: a
+    witness that nothing was dialled there (.accepts)."""
+
+    def __init__(self, addr, port=443):
+        self.addr, self.port, self.accepts = addr, port, 0
+        self.sock = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET,
+                                  socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.sock.bind((addr, port))
+        except PermissionError:
+            self.sock.close()
+            skip("cannot bind port %d (needs root or CAP_NET_BIND_SERVICE)" % port)
+        self.sock.listen(64)
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepts += 1
+            c.close()
+
+    def stop(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def wait_for(pred, timeout=5.0, step=0.05):
+    """Polls pred() until it is true or timeout passes. Returns the last value."""
+    deadline = time.monotonic() + timeout
+    v = pred()
+    while not v and time.monotonic() < deadline:
+        time.sleep(step)
+        v = pred()
+    return v
+
+
+def metrics_text(vg):
+    st, body = vg.admin_get("/metrics")
+    check(st == 200, "/metrics answered %d" % st)
+    return body.decode("utf-8", "replace")
+
+
+def metric_value(text, name_and_labels):
+    """The value of one sample line (`name{labels}` exactly as printed), or None."""
+    for line in text.splitlines():
+        if line.startswith(name_and_labels + " "):
+            return float(line[len(name_and_labels) + 1:].split()[0])
+    return None
+
+
+def audit_rows(vg, table, run_id="run-test"):
+    """Rows of `vaultgate audit --store sqlite:<state>/audit.db <table> --run ID --json`
+    (table blocked or routes). Stop vaultgate first so that every count was flushed."""
+    store = "sqlite:" + os.path.join(vg.state, "audit.db")
+    p = subprocess.run([VG_BIN, "audit", "--store", store, table, "--run", run_id, "--json"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    check(p.returncode == 0, "vaultgate audit %s: exit %d: %s" %
+          (table, p.returncode, p.stderr.decode(errors="replace")))
+    rows = json.loads(p.stdout)
+    check(isinstance(rows, list), "vaultgate audit %s --json: not an array" % table)
+    return rows
+
+
+def read_until_close(s):
+    """Reads from socket s until EOF, timeout or reset. Returns the bytes."""
+    out = b""
+    while True:
+        try:
+            d = s.recv(65536)
+        except (socket.timeout, ssl.SSLError, ConnectionResetError, OSError):
+            break
+        if not d:
+            break
+        out += d
+    return out

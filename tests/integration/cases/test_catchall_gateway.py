@@ -8,6 +8,7 @@ ruleset from `vaultgate nft --apply` redirects the sandbox's 80/443. From the sa
 - SNI of an unlisted host under a block default gets a readable 403 (the CA is unconstrained)
   and a blocked_host_log row; plain HTTP on 80 likewise;
 - TCP 22 and UDP other than DNS do not leave (and are counted);
+- TLS without SNI is refused and recorded under the original destination address;
 - `vaultgate probe` passes, and fails once the ruleset is deleted.
 The addresses exist only inside the namespaces this case creates; the gateway's uplink is a
 veth pair that leads nowhere."""
@@ -88,7 +89,14 @@ try:
     pk = [o["counter"]["packets"] for o in json.loads(r.stdout)["nftables"] if "counter" in o]
     t.check(pk and pk[0] >= 4, "dropped_forward counter: %r" % pk)
 
-    # 5. The probe passes while the ruleset is in place ...
+    # 5. TLS without SNI: refused, and recorded under the address the sandbox dialled
+    #    (SO_ORIGINAL_DST), which is never dialled by vaultgate.
+    r = topo.sb("openssl", "s_client", "-connect", "192.0.2.83:443", "-noservername",
+                stdin=subprocess.DEVNULL, check=False, timeout=15)
+    t.check(b"unrecognized name" in r.stdout + r.stderr or r.returncode != 0,
+            "a TLS connection without SNI was accepted")
+
+    # 6. The probe passes while the ruleset is in place ...
     r = topo.sb(t.VG_BIN, "probe", "--timeout", "3", "--ca", vg.ca, check=False)
     t.check(r.returncode == 0, "probe failed with the ruleset: %s" % r.stderr.decode())
 
@@ -98,13 +106,13 @@ try:
                                       "sqlite:" + os.path.join(vg.state, "audit.db"), "blocked",
                                       "--json"], stdout=subprocess.PIPE).stdout)
     hosts = {r["host"]: r for r in rows}
-    for h in ("unlisted.example.test", "plain.example.test"):
+    for h in ("unlisted.example.test", "plain.example.test", "192.0.2.83"):
         t.check(h in hosts and hosts[h]["seen_count"] == 1 and hosts[h]["source"] == "proxy",
                 "blocked_host_log lacks %s: %r" % (h, rows))
     t.check(SECRET not in vg.stderr(), "the secret appeared in the log")
     t.check("/v1/x" not in vg.stderr(), "a path appeared in the log")
 
-    # 6. ... and fails once it is gone.
+    # 7. ... and fails once it is gone.
     subprocess.run(["nft", "delete", "table", "inet", "vaultgate"], check=True)
     r = topo.sb(t.VG_BIN, "probe", "--timeout", "2", check=False)
     t.check(r.returncode != 0, "probe passed without the ruleset")

@@ -4,7 +4,8 @@
 vaultgate runs in the gateway namespace on 0.0.0.0:8443/8080 with no ruleset there; the
 sandbox's own namespace gets the ruleset, which DNATs its TCP 80/443 to the gateway's address
 and drops all other output except loopback. From the sandbox: a rule host at an arbitrary
-address is injected; TCP 22 and UDP are dropped and counted in the sandbox's table; the probe
+address is injected; unlisted hosts get a readable 403 over TLS and plain HTTP and a
+blocked_host_log row; TCP 22 and UDP are dropped and counted in the sandbox's table; the probe
 passes, and fails once the sandbox's table is deleted."""
 import json
 import subprocess
@@ -28,7 +29,7 @@ try:
     vault = t.example_vault(run_id="run-sandbox-1", default="block",
                             secrets={"API_KEY": {"value": SECRET}}, hosts={})
     vg = t.Vaultgate(d, vault, pins=[up.pin("api.example.test")], upstream_ca=certs["ca"],
-                     http=True)
+                     audit="sqlite", http=True)
     vg.args[vg.args.index("--listen-https") + 1] = "0.0.0.0:8443"
     vg.args[vg.args.index("--listen-http") + 1] = "0.0.0.0:8080"
     vg.port, vg.http_port = 8443, 8080
@@ -47,6 +48,15 @@ try:
             % (r.stdout, r.stderr.decode()))
     t.check(("Authorization: Bearer " + SECRET).encode() in up.all_bytes(),
             "upstream did not receive the injected secret")
+
+    # An unlisted host under the block default: a readable 403, over TLS and over plain HTTP.
+    for url, hostport in (("https://unlisted.example.test/", "unlisted.example.test:443"),
+                          ("http://plain.example.test/", "plain.example.test:80")):
+        r = topo.sb("curl", "-sS", "-o", "-", "-w", "\n%{http_code}", "--max-time", "10",
+                    "--cacert", vg.ca, "--resolve", hostport + ":192.0.2.93", url, check=False)
+        out = r.stdout.decode("utf-8", "replace")
+        t.check(out.endswith("\n403") and hostport.split(":")[0] in out,
+                "%s through the sandbox DNAT: %r %s" % (url, out, r.stderr.decode()))
 
     r = topo.sb(sys.executable, "-c", "import socket; socket.create_connection(('192.0.2.91', 22),"
                 " timeout=2)", check=False)
@@ -75,5 +85,9 @@ try:
     t.check(r.returncode != 0, "probe passed without the ruleset")
     vg.stop()
     t.check(SECRET not in vg.stderr(), "the secret appeared in the log")
+    rows = t.audit_rows(vg, "blocked", run_id="run-sandbox-1")
+    hosts = {r["host"]: r["seen_count"] for r in rows}
+    t.check(hosts.get("unlisted.example.test") == 1 and hosts.get("plain.example.test") == 1,
+            "blocked_host_log: %r" % rows)
 finally:
     topo.close()

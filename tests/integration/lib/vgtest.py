@@ -14,6 +14,7 @@ What it gives a case:
 
 Network rule: loopback only, never a real name; pins only.
 """
+import atexit
 import hashlib
 import http.client
 import json
@@ -38,6 +39,21 @@ PASS, SKIP = 0, 77
 def skip(reason):
     print("SKIP: " + reason, flush=True)
     sys.exit(SKIP)
+
+
+_started = []
+
+
+@atexit.register
+def _kill_started():
+    """A case that fails (sys.exit) must not leave a vaultgate behind: stop what is running."""
+    for p in _started:
+        if p.poll() is None:
+            p.kill()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
 
 
 def fail(msg):
@@ -457,6 +473,7 @@ class Vaultgate:
     def start(self, wait=True):
         self.errf = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=self.errf)
+        _started.append(self.proc)
         if wait:
             self.wait_ready()
         return self

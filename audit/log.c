@@ -1,9 +1,11 @@
 /*
  * log.c - JSON-lines event log on stderr, with the redactor.
  *
- * Guarantees: one event is one line written with one write(2); the level is checked before any
- * formatting; every string is JSON-escaped; free text passes through log_redact() first. There
- * is no way to log a path, query, header value or body: struct log_fields has no such field.
+ * Guarantees: one event is one line, and a line is only ever written whole (alone, or with
+ * other whole lines of the same thread: see log_batch_begin), so lines never interleave; the
+ * level is checked before any formatting; every string is JSON-escaped; free text passes through
+ * log_redact() first. There is no way to log a path, query, header value or body: struct log_fields
+ * has no such field.
  */
 #include "audit/log.h"
 #include "common/timefmt.h"
@@ -18,7 +20,7 @@
 #define LOG_LINE_MAX   4096
 #define LOG_DETAIL_MAX 1024
 /* A run of token characters at least this long is treated as a credential. */
-#define LOG_TOKEN_RUN  32
+#define LOG_TOKEN_RUN 32
 
 static _Atomic int log_level = LOG_INFO;
 
@@ -50,115 +52,265 @@ struct line {
     size_t len;
 };
 
-static void put_raw(struct line *l, const char *s)
+/* Appends n bytes, truncating at the end of the line (room is kept for the closing "}\n"). */
+static void put_mem(struct line *l, const char *s, size_t n)
 {
-    size_t n = strlen(s);
-
     if (l->len + n >= sizeof(l->buf) - 2)
         n = sizeof(l->buf) - 2 - l->len;
     memcpy(l->buf + l->len, s, n);
     l->len += n;
 }
 
-static void put_escaped(struct line *l, const char *s)
+#define PUT_LIT(l, s) put_mem((l), (s), sizeof(s) - 1)
+
+static void put_raw(struct line *l, const char *s)
 {
-    char tmp[8];
-
-    put_raw(l, "\"");
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-
-        if (c == '"' || c == '\\') {
-            tmp[0] = '\\';
-            tmp[1] = (char)c;
-            tmp[2] = '\0';
-        } else if (c < 0x20 || c >= 0x7f) {
-            snprintf(tmp, sizeof(tmp), "\\u%04x", c);
-        } else {
-            tmp[0] = (char)c;
-            tmp[1] = '\0';
-        }
-        put_raw(l, tmp);
-    }
-    put_raw(l, "\"");
+    put_mem(l, s, strlen(s));
 }
 
-static void put_str(struct line *l, const char *key, const char *val)
+/* 1 for the bytes JSON needs escaped here: '"', '\', controls, DEL and non-ASCII. */
+static int needs_escape(unsigned char c)
+{
+    return c < 0x20 || c >= 0x7f || c == '"' || c == '\\';
+}
+
+/* s as a JSON string: runs of plain bytes are copied at once, the rest escaped (\u00XX). */
+static void put_escaped(struct line *l, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+
+    PUT_LIT(l, "\"");
+    while (*s != '\0') {
+        size_t n = 0;
+
+        while (s[n] != '\0' && !needs_escape((unsigned char)s[n]))
+            n++;
+        put_mem(l, s, n);
+        s += n;
+        if (*s != '\0') {
+            unsigned char c = (unsigned char)*s++;
+            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+
+            if (c == '"' || c == '\\') {
+                e[1] = (char)c;
+                put_mem(l, e, 2);
+            } else {
+                put_mem(l, e, 6);
+            }
+        }
+    }
+    PUT_LIT(l, "\"");
+}
+
+/* ,"key": - key is a literal (its length known at compile time). */
+#define PUT_KEY(l, key) PUT_LIT(l, ",\"" key "\":")
+
+static void put_str_k(struct line *l, const char *keyq, size_t keyq_len, const char *val)
 {
     if (val == NULL)
         return;
-    put_raw(l, ",\"");
-    put_raw(l, key);
-    put_raw(l, "\":");
+    put_mem(l, keyq, keyq_len);
     put_escaped(l, val);
 }
 
-static void put_num(struct line *l, const char *key, long long v)
-{
-    char tmp[24];
+#define PUT_STR(l, key, val) put_str_k((l), ",\"" key "\":", sizeof(",\"" key "\":") - 1, (val))
 
-    snprintf(tmp, sizeof(tmp), "%lld", v);
-    put_raw(l, ",\"");
-    put_raw(l, key);
-    put_raw(l, "\":");
+/* Decimal digits of v (no sign) ending at end; returns the first digit. */
+static char *udigits(char *end, unsigned long long v)
+{
+    do {
+        *--end = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    return end;
+}
+
+static void put_ll(struct line *l, long long v)
+{
+    char tmp[24], *p = udigits(tmp + sizeof(tmp),
+                               v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v);
+
+    if (v < 0)
+        *--p = '-';
+    put_mem(l, p, (size_t)(tmp + sizeof(tmp) - p));
+}
+
+#define PUT_NUM(l, key, v)                                                                         \
+    do {                                                                                           \
+        PUT_KEY(l, key);                                                                           \
+        put_ll((l), (long long)(v));                                                               \
+    } while (0)
+
+/* Seconds with six decimals, as "%.6f" prints them; integer arithmetic for the usual range. */
+static void put_seconds(struct line *l, double d)
+{
+    char tmp[48];
+
+    if (d >= 0 && d < 1e9) {
+        long long us = (long long)(d * 1e6 + 0.5);
+        char frac[6];
+
+        put_ll(l, us / 1000000);
+        us %= 1000000;
+        for (int i = 5; i >= 0; i--, us /= 10)
+            frac[i] = (char)('0' + us % 10);
+        PUT_LIT(l, ".");
+        put_mem(l, frac, sizeof(frac));
+        return;
+    }
+    snprintf(tmp, sizeof(tmp), "%.6f", d);
     put_raw(l, tmp);
 }
 
 static void put_fields(struct line *l, const struct log_fields *f)
 {
     char detail[LOG_DETAIL_MAX];
-    char tmp[48];
 
     if (f->conn != 0)
-        put_num(l, "conn", (long long)f->conn);
-    put_str(l, "client", f->client);
-    put_str(l, "listener", f->listener);
-    put_str(l, "host", f->host);
-    put_str(l, "route", f->route);
-    put_str(l, "decision", f->decision);
+        PUT_NUM(l, "conn", f->conn);
+    PUT_STR(l, "client", f->client);
+    PUT_STR(l, "listener", f->listener);
+    PUT_STR(l, "host", f->host);
+    PUT_STR(l, "route", f->route);
+    PUT_STR(l, "decision", f->decision);
     if (f->rule >= 0)
-        put_num(l, "rule", f->rule);
-    put_str(l, "secret", f->secret);
+        PUT_NUM(l, "rule", f->rule);
+    PUT_STR(l, "secret", f->secret);
     if (f->status > 0)
-        put_num(l, "status", f->status);
+        PUT_NUM(l, "status", f->status);
     if (f->bytes_in >= 0)
-        put_num(l, "bytes_in", f->bytes_in);
+        PUT_NUM(l, "bytes_in", f->bytes_in);
     if (f->bytes_out >= 0)
-        put_num(l, "bytes_out", f->bytes_out);
+        PUT_NUM(l, "bytes_out", f->bytes_out);
     if (f->duration >= 0) {
-        snprintf(tmp, sizeof(tmp), ",\"duration\":%.6f", f->duration);
-        put_raw(l, tmp);
+        PUT_KEY(l, "duration");
+        put_seconds(l, f->duration);
     }
-    put_str(l, "reason", f->reason);
+    PUT_STR(l, "reason", f->reason);
     if (f->detail != NULL) {
         size_t n = strnlen(f->detail, sizeof(detail) - 1);
 
         memcpy(detail, f->detail, n);
         detail[n] = '\0';
-        put_str(l, "detail", log_redact(detail));
+        PUT_STR(l, "detail", log_redact(detail));
     }
+}
+
+/*
+ * The time stamp of a line: the part up to the seconds is formatted once per second and
+ * thread (gmtime_r and snprintf cost more than the rest of a request line), the milliseconds
+ * each time.
+ */
+static void put_time(struct line *l)
+{
+    static _Thread_local int64_t cached_sec = -1;
+    static _Thread_local char prefix[TIMEFMT_BUFSZ];
+    static _Thread_local size_t prefix_len;
+    int64_t ms = timefmt_now_ms(), sec = ms / 1000;
+    char tail[4];
+
+    if (sec != cached_sec) {
+        char *dot;
+
+        timefmt_iso8601(sec * 1000, prefix, sizeof(prefix));
+        dot = strrchr(prefix, '.');
+        prefix_len = dot != NULL ? (size_t)(dot - prefix) + 1 : strlen(prefix);
+        cached_sec = sec;
+    }
+    put_mem(l, prefix, prefix_len);
+    ms %= 1000;
+    tail[0] = (char)('0' + ms / 100);
+    tail[1] = (char)('0' + ms / 10 % 10);
+    tail[2] = (char)('0' + ms % 10);
+    tail[3] = 'Z';
+    put_mem(l, tail, sizeof(tail));
+}
+
+/*
+ * Per-thread batching (log_batch_begin): info and debug lines collect here and go out with one
+ * write(2) when the owner calls log_flush() (a worker: once per event-loop turn), when the next
+ * line would not fit, or ahead of an error or warning line, which is written at once. Only whole
+ * lines are written, so lines of different threads never interleave, and a thread's lines keep
+ * their order.
+ */
+#define LOG_BATCH_MAX 16384
+
+static _Thread_local struct {
+    bool on;
+    size_t len;
+    void (*wake)(void *);
+    void *arg;
+    char buf[LOG_BATCH_MAX];
+} batch;
+
+static void write_all(const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(STDERR_FILENO, p, n);
+
+        if (w <= 0)
+            return; /* nowhere to report it; the log is best effort */
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+void log_flush(void)
+{
+    if (batch.len > 0) {
+        write_all(batch.buf, batch.len);
+        batch.len = 0;
+    }
+}
+
+void log_batch_begin(void (*wake)(void *), void *arg)
+{
+    batch.wake = wake;
+    batch.arg = arg;
+    batch.len = 0;
+    batch.on = true;
+}
+
+void log_batch_end(void)
+{
+    log_flush();
+    batch.on = false;
+    batch.wake = NULL;
+}
+
+/* One finished line: into this thread's batch, or out at once. */
+static void emit(enum log_level level, const char *p, size_t n)
+{
+    if (batch.on && level >= LOG_INFO) {
+        if (batch.len + n > sizeof(batch.buf))
+            log_flush();
+        memcpy(batch.buf + batch.len, p, n);
+        if (batch.len == 0 && batch.wake != NULL)
+            batch.wake(batch.arg);
+        batch.len += n;
+        return;
+    }
+    log_flush();
+    write_all(p, n);
 }
 
 void log_event(enum log_level level, const char *event, const struct log_fields *f)
 {
     struct line l;
-    char ts[TIMEFMT_BUFSZ];
-    ssize_t w;
 
     if (!log_enabled(level))
         return;
     l.len = 0;
-    put_raw(&l, "{\"time\":\"");
-    put_raw(&l, timefmt_iso8601(timefmt_now_ms(), ts, sizeof(ts)));
-    put_raw(&l, "\"");
-    put_str(&l, "level", level_names[level]);
-    put_str(&l, "event", event);
+    PUT_LIT(&l, "{\"time\":\"");
+    put_time(&l);
+    PUT_LIT(&l, "\"");
+    PUT_STR(&l, "level", level_names[level]);
+    PUT_STR(&l, "event", event);
     if (f != NULL)
         put_fields(&l, f);
     l.buf[l.len++] = '}';
     l.buf[l.len++] = '\n';
-    w = write(STDERR_FILENO, l.buf, l.len);
-    (void)w;
+    emit(level, l.buf, l.len);
 }
 
 void log_eventf(enum log_level level, const char *event, const char *reason, const char *fmt, ...)
@@ -200,14 +352,14 @@ static size_t token_len(const char *s)
 }
 
 static const char *const secret_prefixes[] = {
-    "sk-", "sk_", "pk_", "rk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
-    "glpat-", "xoxb-", "xoxp-", "xoxa-", "xoxs-", "AKIA", "ASIA", "AIza", "hf_", "npm_",
+    "sk-",    "sk_",   "pk_",   "rk_",   "ghp_",  "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
+    "glpat-", "xoxb-", "xoxp-", "xoxa-", "xoxs-", "AKIA", "ASIA", "AIza", "hf_",  "npm_",
 };
 
 /* Words after which the next token is a credential: "Bearer x", "password=x", "key: x". */
 static const char *const secret_keys[] = {
-    "bearer", "basic", "token", "password", "passwd", "secret", "apikey", "api_key", "api-key",
-    "key", "authorization", "auth", "credential", "x-api-key",
+    "bearer",  "basic",   "token", "password",      "passwd", "secret",     "apikey",
+    "api_key", "api-key", "key",   "authorization", "auth",   "credential", "x-api-key",
 };
 
 static int after_key(const char *s, size_t start)

@@ -36,14 +36,29 @@ struct log_fields {
     const char *detail;   /* free text (peer errors, OpenSSL); redacted before writing */
 };
 
-#define LOG_FIELDS_INIT {.rule = -1, .bytes_in = -1, .bytes_out = -1, .duration = -1.0}
+#define LOG_FIELDS_INIT                                                                            \
+    {                                                                                              \
+        .rule = -1, .bytes_in = -1, .bytes_out = -1, .duration = -1.0                              \
+    }
 
 void log_set_level(enum log_level level);
 int log_parse_level(const char *s, enum log_level *out);
 bool log_enabled(enum log_level level);
 
-/* Writes one JSON line (one write(2), so lines from threads never interleave). f may be NULL. */
+/* Writes one JSON line (whole, so lines from threads never interleave). f may be NULL. */
 void log_event(enum log_level level, const char *event, const struct log_fields *f);
+
+/*
+ * Batching for an event-loop thread: from log_batch_begin() on, this thread's info and debug
+ * lines are collected and written together, whole lines in one write(2), by log_flush(), which
+ * the caller runs at the end of each loop turn; wake(arg) is called when a line arrives in an
+ * empty batch, to schedule that flush. A full batch is written at once, and an error or warning
+ * line first writes the batch and then itself, so nothing is reordered and nothing waits behind
+ * a quiet loop. log_batch_end() flushes and returns the thread to one write per line.
+ */
+void log_batch_begin(void (*wake)(void *), void *arg);
+void log_flush(void);
+void log_batch_end(void);
 
 /* Shorthand: event with a reason code and a redacted printf-style detail. */
 void log_eventf(enum log_level level, const char *event, const char *reason, const char *fmt, ...)

@@ -54,6 +54,14 @@
 #define VG_WORKERS_MAX        256
 #define VG_LISTENERS_MAX      32
 #define VG_STOP_GRACE_SECONDS 10 /* SIGTERM: in-flight requests get this long to finish */
+/* Concurrent client connections over all workers (--max-connections). The default takes
+ * RLIMIT_NOFILE, keeps VG_CONN_FD_RESERVE descriptors (listeners, admin, audit, log, the
+ * over-limit answers) and allows two descriptors per connection (client + upstream). Past the
+ * limit up to VG_CONN_BUSY_RESERVE more connections are accepted only to be answered 503
+ * (a TLS client needs a handshake to read it); beyond that an accepted socket is closed. */
+#define VG_CONN_FD_RESERVE    128
+#define VG_CONN_BUSY_RESERVE  64
+#define VG_CONN_MAX_LIMIT     1000000
 
 /* Reflection masking (SPEC §4, proxy/mask.c). A form of a secret is at most three times the
  * secret (percent-encoding); base64 of user:secret (user <= 256) stays below that. Decoded

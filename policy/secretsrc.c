@@ -2,8 +2,9 @@
  * secretsrc.c - where secret bytes come from at load time: environment variables and files.
  *
  * Guarantees: every copy is in memory that is wiped before it is freed (common/secmem); a
- * variable is removed from the environment once read and remembered (wiped memory, process
- * lifetime) so that a reload finds the value read at start; a file must be a regular file and is
+ * variable is removed from the environment once read, its value bytes overwritten in place (so
+ * /proc/<pid>/environ no longer shows them), and remembered (wiped memory, process lifetime) so
+ * that a reload finds the value read at start; a file must be a regular file and is
  * opened non-blocking (a FIFO cannot hang a load), read up to a cap and never past it.
  */
 #include "policy/secretsrc.h"
@@ -17,6 +18,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <openssl/crypto.h>
 
 struct env_memo {
     char *name;
@@ -74,10 +77,14 @@ int secretsrc_env_take(const char *name, char **out, size_t *outlen)
     if (v != NULL) {
         len = strlen(v);
         copy = secmem_dup(v, len);
-        if (copy != NULL && env_memo_put(name, v, len) == 0)
+        if (copy != NULL && env_memo_put(name, v, len) == 0) {
+            /* unsetenv() only drops the pointer: the bytes stay where they were, for the
+             * initial environment in the block /proc/<pid>/environ shows. Wipe them there. */
+            OPENSSL_cleanse((char *)v, len);
             unsetenv(name);
-        else
+        } else {
             secmem_free(&copy, len + 1);
+        }
     } else if ((m = env_memo_find(name)) != NULL) {
         len = m->len;
         copy = secmem_dup(m->value, len);

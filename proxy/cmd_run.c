@@ -4,9 +4,12 @@
  *
  * Guarantees: fail closed - the vault (exit 3), the CA, the listeners, the admin API and the
  * audit store (exit 4) all exist before the first worker accepts a connection; a command-line
- * error prints one line naming the option and exits 2. The process is not dumpable and writes
+ * error prints one line naming the option and exits 2; no listener is in the listening state
+ * before the last of them succeeded. The process is not dumpable (also after --user) and writes
  * no core. SIGTERM/SIGINT stop accepting, let requests in flight finish for at most
- * VG_STOP_GRACE_SECONDS, flush the audit store and exit 0; SIGHUP reloads the vault.
+ * VG_STOP_GRACE_SECONDS, flush the audit store and exit 0. SIGHUP reloads the vault on the main
+ * thread, off the workers' path: a valid vault is swapped in atomically, an invalid one keeps
+ * the old policy; either way /v1/status says what happened until the next reload.
  */
 #include "audit/audit.h"
 #include "audit/log.h"
@@ -62,6 +65,7 @@ struct run_opts {
     int threads;
     const char *user;
     double vault_wait;
+    int max_conns; /* 0: from RLIMIT_NOFILE */
     enum log_level log_level;
     bool http_none;
 };
@@ -115,6 +119,8 @@ static void usage(FILE *out)
                  "  --threads N            worker threads (number of CPUs)\n"
                  "  --user NAME            drop to this user after binding\n"
                  "  --vault-wait SECONDS   retry an unreadable vault this long (0)\n"
+                 "  --max-connections N    concurrent client connections; past it 503 "
+                 "(from RLIMIT_NOFILE)\n"
                  "  --log-level LEVEL      error, warn, info, debug (info)\n");
 }
 
@@ -158,6 +164,16 @@ static int apply_opt(struct run_opts *o, const char *name, const char *v, bool *
 {
     double d;
 
+    if (strcmp(name, "--max-connections") == 0) {
+        if (o->max_conns != 0)
+            return cli_usage_error(RUN_CMD, "%s given more than once", name);
+        if (parse_number(name, v, 1, VG_CONN_MAX_LIMIT, &d) != 0)
+            return EXIT_USAGE;
+        if (d != (double)(int)d)
+            return cli_usage_error(RUN_CMD, "%s: expected an integer, got '%s'", name, v);
+        o->max_conns = (int)d;
+        return 0;
+    }
     if (strcmp(name, "--vault") == 0)
         return set_once(&o->vault, name, v);
     if (strcmp(name, "--listen-https") == 0)
@@ -236,10 +252,10 @@ static int apply_opt(struct run_opts *o, const char *name, const char *v, bool *
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
     static const char *const with_value[] = {
-        "--vault",      "--listen-https", "--listen-http",    "--listen-proxy",  "--admin",
-        "--ca-out",     "--state-dir",    "--audit",          "--audit-source",  "--resolve",
-        "--dns-server", "--upstream-ca",  "--upstream-proxy", "--allow-private", "--threads",
-        "--user",       "--vault-wait",   "--log-level",
+        "--vault",      "--listen-https", "--listen-http",    "--listen-proxy",    "--admin",
+        "--ca-out",     "--state-dir",    "--audit",          "--audit-source",    "--resolve",
+        "--dns-server", "--upstream-ca",  "--upstream-proxy", "--allow-private",   "--threads",
+        "--user",       "--vault-wait",   "--log-level",      "--max-connections",
     };
     bool seen_threads = false, seen_wait = false, seen_level = false, seen_source = false;
 
@@ -394,6 +410,9 @@ static void run_status(void *arg, cJSON *obj)
     if (arr != NULL) {
         v = policy_warnings(p, &n);
         add_strings(arr, v, n);
+        if (rs->sh.audit != NULL && as.enabled && !as.healthy)
+            cJSON_AddItemToArray(arr, cJSON_CreateString("audit store unhealthy: counts are kept "
+                                                         "in memory and retried"));
         pthread_mutex_lock(&rs->warn_lock);
         add_strings(arr, (const char *const *)rs->static_warnings, rs->nstatic_warnings);
         add_strings(arr, (const char *const *)rs->reload_warnings, rs->nreload_warnings);
@@ -475,6 +494,30 @@ static void harden(void)
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
+}
+
+/* The descriptor limit after harden(), for the default connection limit. */
+static long nofile_limit(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return 1L << 20;
+    return (long)rl.rlim_cur;
+}
+
+/* A vault holds secrets: warn (status and log) when group or others may read it. */
+static void check_vault_mode(struct run_state *rs)
+{
+    struct stat st;
+
+    if (stat(rs->o->vault, &st) != 0 || (st.st_mode & (S_IRGRP | S_IROTH)) == 0)
+        return;
+    warn_add(rs, true, "the vault file is readable by group or others (mode %04o): make it 0600",
+             (unsigned)(st.st_mode & 07777));
+    log_eventf(LOG_WARN, "vault_mode", "vault_readable",
+               "the vault file is readable by group or others (mode %04o)",
+               (unsigned)(st.st_mode & 07777));
 }
 
 /* Loads the vault, retrying for up to wait seconds. NULL + err. */
@@ -561,6 +604,12 @@ static int drop_privileges(const struct passwd *pw, char *err, size_t errlen)
         snprintf(err, errlen, "--user %s: privileges could be regained", pw->pw_name);
         return -1;
     }
+    /* a credential change resets the dumpable flag to fs.suid_dumpable: set it again */
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+        snprintf(err, errlen, "--user %s: cannot stay non-dumpable: %s", pw->pw_name,
+                 strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
@@ -592,6 +641,7 @@ static void run_reload(struct run_state *rs)
     int outside = 0;
 
     warn_clear_reload(rs);
+    check_vault_mode(rs);
     if (p == NULL) {
         warn_add(rs, true, "vault reload failed, the previous policy stays: %s", err);
         log_eventf(LOG_WARN, "reload", "vault_invalid", "%s", err);
@@ -609,6 +659,7 @@ static void run_reload(struct run_state *rs)
         }
     }
     listen_policy_swap(&rs->sh, p);
+    listen_workers_refresh(rs->workers, rs->sh.nworkers);
     log_eventf(LOG_INFO, "reload", "vault_loaded", "rules=%zu host_entries=%zu",
                policy_rule_count(p), policy_host_entry_count(p));
 }
@@ -633,8 +684,8 @@ static void log_start(struct run_state *rs)
         log_event(LOG_INFO, "listen", &f);
     }
     /* the fingerprint in colon form: the redactor masks long runs of token characters */
-    log_eventf(LOG_INFO, "start", "serving", "mode=%s workers=%d ca_sha256=%s",
-               policy_mode_name(rs->sh.mode), rs->sh.nworkers, fp);
+    log_eventf(LOG_INFO, "start", "serving", "mode=%s workers=%d max_connections=%d ca_sha256=%s",
+               policy_mode_name(rs->sh.mode), rs->sh.nworkers, rs->sh.max_conns, fp);
 }
 
 static int wait_signals(struct run_state *rs, const sigset_t *set)
@@ -737,7 +788,7 @@ static int run_setup(struct run_state *rs, char *err, size_t errlen)
 {
     struct run_opts *o = rs->o;
     struct passwd pwbuf, *pw = NULL;
-    char pwstr[1024];
+    char pwstr[1024], aerr[512];
     const char *reason = NULL;
 
     if (o->user != NULL && getpwnam_r(o->user, &pwbuf, pwstr, sizeof(pwstr), &pw) != 0)
@@ -748,6 +799,7 @@ static int run_setup(struct run_state *rs, char *err, size_t errlen)
     rs->sh.mode = policy_mode(rs->sh.policy, &reason);
     snprintf(rs->mode_reason, sizeof(rs->mode_reason), "%s", reason != NULL ? reason : "");
     snprintf(rs->run_id, sizeof(rs->run_id), "%s", policy_run_id(rs->sh.policy));
+    check_vault_mode(rs);
     if (run_setup_ca(rs, pw, err, errlen) < 0 || run_setup_listeners(rs, err, errlen) < 0 ||
         run_setup_admin(rs, err, errlen) < 0)
         return EXIT_ENFORCE;
@@ -755,8 +807,13 @@ static int run_setup(struct run_state *rs, char *err, size_t errlen)
     if (pw != NULL && drop_privileges(pw, err, errlen) < 0)
         return EXIT_ENFORCE;
     rs->sh.audit = audit_open(rs->audit_url, o->audit_source, policy_run_user(rs->sh.policy),
-                              policy_run_id(rs->sh.policy), o->threads, err, errlen);
-    if (rs->sh.audit == NULL || audit_start(rs->sh.audit, err, errlen) < 0)
+                              policy_run_id(rs->sh.policy), o->threads, aerr, sizeof(aerr));
+    if (rs->sh.audit == NULL || audit_start(rs->sh.audit, aerr, sizeof(aerr)) < 0) {
+        snprintf(err, errlen, "audit store: %s", aerr);
+        return EXIT_ENFORCE;
+    }
+    /* last step that can fail closed: only now does the kernel accept connections */
+    if (listen_listen_all(&rs->sh, err, errlen) < 0)
         return EXIT_ENFORCE;
     timefmt_iso8601(timefmt_now_ms(), rs->started_at, sizeof(rs->started_at));
     rs->workers = listen_workers_start(&rs->sh, err, errlen);
@@ -819,6 +876,12 @@ int cmd_run(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     harden();
+    rs.sh.max_conns =
+        o.max_conns > 0 ? o.max_conns : listen_default_max_conns(&rs.sh, nofile_limit());
+    if (o.max_conns > 0 && (long)o.max_conns * 2 + VG_CONN_FD_RESERVE > nofile_limit())
+        log_eventf(LOG_WARN, "start", "max_connections",
+                   "--max-connections %d needs more descriptors than RLIMIT_NOFILE (%ld) allows",
+                   o.max_conns, nofile_limit());
 
     rc = run_setup(&rs, err, sizeof(err));
     if (rc == 0) {

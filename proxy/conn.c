@@ -141,9 +141,20 @@ void conn_push(struct conn_end *e)
     ssl = bufferevent_openssl_get_ssl(e->bev);
     while (ssl != NULL && n > 0 && evbuffer_get_length(out) == 0) {
         size_t len = n < 16384 ? n : 16384;
-        unsigned char *p = evbuffer_pullup(e->stage, (ev_ssize_t)len);
+        unsigned char *p;
         int w;
 
+        if (e->nocopy) {
+            /* a pullup would copy the secret into a chain freed unwiped: chain by chain */
+            struct evbuffer_iovec v;
+
+            if (evbuffer_peek(e->stage, -1, NULL, &v, 1) < 1)
+                break;
+            p = v.iov_base;
+            len = v.iov_len < len ? v.iov_len : len;
+        } else {
+            p = evbuffer_pullup(e->stage, (ev_ssize_t)len);
+        }
         if (p == NULL)
             break;
         w = SSL_write(ssl, p, (int)len);
@@ -162,6 +173,7 @@ void conn_push(struct conn_end *e)
         if (w > 0)
             n -= (size_t)w;
     }
+    e->nocopy = false; /* the stage is empty now, or moved on whole (chains, not copies) */
     if (n > 0) {
         evbuffer_add_buffer(out, e->stage);
     } else if (evbuffer_get_length(out) == 0 && event_pending(&e->bev->ev_write, EV_WRITE, NULL)) {
@@ -229,6 +241,7 @@ void conn_drop_upstream(struct conn *c, bool abort)
         c->upstream.bev = NULL;
     }
     c->upstream.paused = false;
+    c->upstream.nocopy = false;
     if (c->upstream.stage != NULL)
         evbuffer_drain(c->upstream.stage, evbuffer_get_length(c->upstream.stage));
     http1_parser_free(&c->upstream.parser);
@@ -441,14 +454,18 @@ static int conn_set_host(struct conn *c, struct http_head *h)
 {
     char v[HOSTNAME_BUFSZ + 2];
     struct http_field f;
-    int n;
+    size_t n = strlen(c->host);
 
-    if (strchr(c->host, ':') != NULL)
-        n = snprintf(v, sizeof(v), "[%s]", c->host);
-    else
-        n = snprintf(v, sizeof(v), "%s", c->host);
+    if (memchr(c->host, ':', n) != NULL) {
+        v[0] = '[';
+        memcpy(v + 1, c->host, n);
+        v[n + 1] = ']';
+        n += 2;
+    } else {
+        memcpy(v, c->host, n);
+    }
     httphead_remove(h, "Host");
-    if (httphead_add(h, "Host", 4, v, (size_t)n) < 0)
+    if (httphead_add(h, "Host", 4, v, n) < 0)
         return -1;
     f = h->fields[h->nfields - 1];
     memmove(h->fields + 1, h->fields, (h->nfields - 1) * sizeof(h->fields[0]));
@@ -462,10 +479,13 @@ static int conn_authority_ok(const struct conn *c, const char *a, size_t len)
     char host[HOSTNAME_BUFSZ];
     int port = 0;
 
-    if (http1_split_authority(a, len, host, sizeof(host), &port) < 0)
-        return -1;
-    if (strcmp(host, c->host) != 0)
-        return 0;
+    /* byte for byte the connection's host: no need to normalise it again */
+    if (http1_authority_is(a, len, c->host, &port) != 1) {
+        if (http1_split_authority(a, len, host, sizeof(host), &port) < 0)
+            return -1;
+        if (strcmp(host, c->host) != 0)
+            return 0;
+    }
     return port == 0 || port == c->default_port || port == c->la->port;
 }
 
@@ -657,8 +677,11 @@ static void conn_request_head(struct conn *c)
     if (conn_request_checks(c, h) < 0)
         return;
     /* the snapshot this request keeps until it ends */
-    policy_unref(&c->policy);
-    c->policy = policy_ref(listen_worker_policy(w));
+    if (c->policy != listen_worker_policy(w)) {
+        /* only after a reload: the same snapshot needs no unref/ref pair (two atomics) */
+        policy_unref(&c->policy);
+        c->policy = policy_ref(w->policy);
+    }
     c->policy_gen = w->policy_gen;
     policy_decide(c->policy, c->host, &dec);
     if (dec.verdict == POLICY_BLOCK) {
@@ -723,6 +746,7 @@ void conn_client_input(struct conn *c)
             break;
         if (c->state == CONN_S_REQ_HEAD && c->idle) {
             c->idle = false;
+            c->shrink_due = false;
             conn_start_request(c);
             conn_arm(c, CONN_T_HEAD);
         }
@@ -833,6 +857,7 @@ void conn_begin(struct conn *c)
     }
     conn_start_request(c);
     c->idle = true;
+    c->shrink_due = false;
     conn_set_state(c, CONN_S_REQ_HEAD);
     conn_arm(c, CONN_T_HEAD);
     conn_update_reading(c);
@@ -903,6 +928,14 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
         conn_close(c, "handshake_timeout");
         break;
     case CONN_S_REQ_HEAD:
+        if (c->idle && c->shrink_due) {
+            /* idle for CONN_T_SHRINK: release the per-request state, wait out the rest */
+            c->shrink_due = false;
+            conn_drop_mask(c);
+            http1_parser_free(&c->upstream.parser);
+            conn_arm(c, CONN_T_IDLE - CONN_T_SHRINK);
+            break;
+        }
         conn_close(c, c->idle ? "idle_timeout" : "head_timeout");
         break;
     default:
@@ -1081,6 +1114,41 @@ void conn_accept(struct listen_worker *w, const struct listen_addr *la, evutil_s
     bufferevent_enable(c->client.bev, EV_READ | EV_WRITE);
 }
 
+/* ---- the worker's log batch ------------------------------------------------------------ */
+
+/*
+ * A worker's request lines are written once per loop turn, not one write(2) each: the first
+ * line of a turn activates this event, which libevent runs after the callbacks already due in
+ * that turn, and it writes the batch (audit/log.c). Errors and warnings are never held back.
+ */
+static _Thread_local struct event *log_flush_ev;
+
+static void log_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+    log_flush();
+}
+
+static void log_wake(void *arg)
+{
+    event_active(arg, EV_TIMEOUT, 1);
+}
+
+void conn_worker_begin(struct listen_worker *w)
+{
+    log_flush_ev = event_new(w->base, -1, 0, log_flush_cb, NULL);
+    if (log_flush_ev != NULL)
+        log_batch_begin(log_wake, log_flush_ev);
+}
+
+void conn_worker_end(struct listen_worker *w)
+{
+    (void)w;
+    log_batch_end();
+    if (log_flush_ev != NULL)
+        event_free(log_flush_ev);
+    log_flush_ev = NULL;
+}
+
 /* ---- stop ------------------------------------------------------------------------------- */
 
 void conn_drain_all(struct listen_worker *w)
@@ -1101,4 +1169,47 @@ void conn_abort_all(struct listen_worker *w)
 {
     while (w->conns != NULL)
         conn_close(w->conns, "shutdown");
+}
+
+/* ---- over the connection limit (listen.c) ----------------------------------------------- */
+
+/* TLS handshake of an over-limit connection done: answer 503 and close; anything else is the
+ * ordinary client event handling. */
+static void busy_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    struct conn *c = arg;
+
+    if (!(what & BEV_EVENT_CONNECTED) || c->state != CONN_S_TLS_ACCEPT) {
+        client_event_cb(bev, what, arg);
+        return;
+    }
+    conn_enter(c);
+    c->handshake_done = true;
+    metrics_tls_handshake(c->w->id);
+    conn_client_setcb(c);
+    conn_start_request(c);
+    conn_set_state(c, CONN_S_REQ_HEAD);
+    conn_respond_error(c, 503, "connection_limit_reached", "too many connections, retry later",
+                       "connection_limit");
+    conn_leave(c);
+}
+
+void conn_accept_busy(struct listen_worker *w, const struct listen_addr *la, evutil_socket_t fd,
+                      const struct sockaddr *sa, int salen)
+{
+    size_t before = w->nconns;
+    struct conn *c;
+
+    conn_accept(w, la, fd, sa, salen);
+    if (w->nconns <= before)
+        return;   /* conn_accept failed and closed fd */
+    c = w->conns; /* conn_accept puts the new connection first */
+    if (c->state == CONN_S_TLS_ACCEPT) {
+        bufferevent_setcb(c->client.bev, NULL, NULL, busy_event_cb, c);
+        return;
+    }
+    conn_enter(c);
+    conn_respond_error(c, 503, "connection_limit_reached", "too many connections, retry later",
+                       "connection_limit");
+    conn_leave(c);
 }

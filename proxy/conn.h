@@ -34,4 +34,20 @@ void conn_drain_all(struct listen_worker *w);
 /* Closes every connection of w at once. */
 void conn_abort_all(struct listen_worker *w);
 
+/*
+ * Around a worker's event loop, on its thread: begin makes the thread's log lines go out in one
+ * write per loop turn (audit/log.c batching); end writes what is left and stops that.
+ */
+void conn_worker_begin(struct listen_worker *w);
+void conn_worker_end(struct listen_worker *w);
+
+/*
+ * A connection over the connection limit (listen.c): takes ownership of fd like conn_accept(),
+ * answers 503 with `Proxy-Status: vaultgate; error=connection_limit_reached` as soon as it can
+ * say anything (at once on a plain listener, right after the TLS handshake on a TLS one) and
+ * closes; nothing is forwarded. The handshake timeout still applies.
+ */
+void conn_accept_busy(struct listen_worker *w, const struct listen_addr *la, evutil_socket_t fd,
+                      const struct sockaddr *sa, int salen);
+
 #endif

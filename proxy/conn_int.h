@@ -27,6 +27,7 @@ struct mask_decoder;
 #define CONN_T_HANDSHAKE 10
 #define CONN_T_HEAD      30
 #define CONN_T_IDLE      75
+#define CONN_T_SHRINK    2 /* idle this long: the per-request scratch state is freed */
 #define CONN_T_UP_HEAD   600
 #define CONN_T_BODY_IDLE 300
 #define CONN_T_UP_GET    40 /* safety net above upstream.c's connect + TLS timeouts */
@@ -55,6 +56,7 @@ struct conn_end {
     struct http1_parser *parser;
     struct evbuffer *stage; /* bytes produced for this side, sent by conn_push() */
     bool paused;            /* reading stopped because the other side's output is over its cap */
+    bool nocopy; /* stage leads with a wiped block (a head with a secret): never pulled up */
 };
 
 struct conn {
@@ -78,6 +80,7 @@ struct conn {
     bool handshake_done;
     bool draining;             /* stop requested: close after the current response */
     bool idle;                 /* REQ_HEAD with no byte of the next request yet */
+    bool shrink_due;           /* idle timer at CONN_T_SHRINK: then free the masker, re-arm */
     bool parse_stop;           /* a parser callback asked the feed loop to stop */
     char host[HOSTNAME_BUFSZ]; /* normalised SNI */
     char client_addr[64];

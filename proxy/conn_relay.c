@@ -186,7 +186,7 @@ static int conn_emit_scratch(struct conn *c)
     if (n == 0)
         return 0;
     c->bytes_out += (int64_t)n;
-    if (c->resp_chunked && evbuffer_add_printf(out, "%zx\r\n", n) < 0)
+    if (c->resp_chunked && http1_write_chunk_header(out, n) < 0)
         return -1;
     if (evbuffer_add_buffer(out, c->scratch) < 0)
         return -1;
@@ -281,6 +281,7 @@ static void conn_response_done(struct conn *c)
     struct listen_worker *w = c->w;
     const char *route = c->route_tunnel ? "tunnel" : "direct";
     struct bufferevent *ub = c->upstream.bev;
+    struct http1_parser *keep = NULL;
     bool reuse;
 
     conn_push(&c->client);
@@ -296,8 +297,13 @@ static void conn_response_done(struct conn *c)
         bufferevent_setwatermark(ub, EV_WRITE, 0, 0);
         c->upstream.bev = NULL;
         upstream_release(w->up, c->host, c->up_port, c->up_tls, ub);
+        /* the response parser ended cleanly: kept for the next request (reset when attached,
+         * freed with the masker once the connection idles, see CONN_T_SHRINK) */
+        keep = c->upstream.parser;
+        c->upstream.parser = NULL;
     }
     conn_drop_upstream(c, !reuse && !c->req_done);
+    c->upstream.parser = keep;
     if (c->resp_close || !c->req_keep_alive || !c->req_done || c->draining) {
         conn_flush_close(c);
         return;
@@ -308,7 +314,11 @@ static void conn_response_done(struct conn *c)
     c->idle = true;
     bufferevent_set_timeouts(c->client.bev, NULL, NULL);
     conn_set_state(c, CONN_S_REQ_HEAD);
-    conn_arm(c, CONN_T_IDLE);
+    /* the masker, its scratch buffer and the response parser are kept for the next request of
+     * a busy connection, and freed once it has been idle for CONN_T_SHRINK (memory per idle
+     * connection) */
+    c->shrink_due = c->mask != NULL || c->scratch != NULL || c->upstream.parser != NULL;
+    conn_arm(c, c->shrink_due ? CONN_T_SHRINK : CONN_T_IDLE);
     conn_update_reading(c);
     conn_client_input(c);
 }
@@ -520,8 +530,11 @@ void conn_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bo
         conn_respond_error(c, 500, "proxy_internal_error", "out of memory", "oom");
         goto out;
     }
-    if (http1_write_request_head(c->upstream.stage, &req->head,
-                                 no_body ? HTTP1_BODY_NONE : req->body, req->content_length) < 0) {
+    /* a head with a secret lives in its own block, wiped when the evbuffers let go of it */
+    c->upstream.nocopy = c->rule >= 0;
+    if ((c->rule >= 0 ? http1_write_request_head_wiped : http1_write_request_head)(
+            c->upstream.stage, &req->head, no_body ? HTTP1_BODY_NONE : req->body,
+            req->content_length) < 0) {
         conn_respond_error(c, 500, "proxy_internal_error", "request head too large", "head");
         goto out;
     }
@@ -536,7 +549,10 @@ void conn_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bo
     conn_arm(c, CONN_T_UP_HEAD);
     bufferevent_enable(bev, EV_WRITE);
     conn_push(&c->upstream);
-    bufferevent_set_timeouts(c->client.bev, no_body ? NULL : &body_idle, NULL);
+    /* a bodyless request: the client side has no timeouts here already (cleared at the end of
+     * the previous response), so no call (it re-adds both events) */
+    if (!no_body)
+        bufferevent_set_timeouts(c->client.bev, &body_idle, NULL);
     conn_update_reading(c);
     if (!c->req_done)
         conn_client_input(c);

@@ -1158,6 +1158,20 @@ static int parse_port(const char *s, size_t n, int *port)
     return 0;
 }
 
+int http1_authority_is(const char *value, size_t len, const char *norm_host, int *port)
+{
+    size_t hl = strlen(norm_host);
+    int pt = 0;
+
+    if (hl == 0 || len < hl || len > VG_HOST_MAX + 8 || memcmp(value, norm_host, hl) != 0 ||
+        memchr(norm_host, ':', hl) != NULL || (len > hl && value[hl] != ':'))
+        return 0;
+    if (len > hl && parse_port(value + hl + 1, len - hl - 1, &pt) < 0)
+        return 0;
+    *port = pt;
+    return 1;
+}
+
 int http1_split_authority(const char *value, size_t len, char *host, size_t hostsz, int *port)
 {
     char norm[HOSTNAME_BUFSZ];

@@ -115,11 +115,24 @@ void http1_strip_hop_by_hop(struct http_head *h, bool keep_upgrade);
  * no framing field on 1xx and 204; HTTP1_BODY_EOF implies close; with close, Connection fields of
  * h are replaced by "Connection: close". http1_write_chunk writes nothing for len 0.
  */
-int http1_write_request_head(struct evbuffer *out, const struct http_head *h,
-                             enum http1_body body, uint64_t content_length);
-int http1_write_response_head(struct evbuffer *out, const struct http_head *h,
-                              enum http1_body body, uint64_t content_length, bool close);
+int http1_write_request_head(struct evbuffer *out, const struct http_head *h, enum http1_body body,
+                             uint64_t content_length);
+
+/*
+ * The same head, for a request that carries a secret (SPEC §8: secret memory is wiped when it
+ * is freed): serialised into a block of its own that out holds by reference (never copied into
+ * out's chains), wiped with OPENSSL_cleanse and freed when out drains or frees it - also after
+ * evbuffer_add_buffer() moved it to another evbuffer. Whoever sends from out must not copy it
+ * either (no evbuffer_pullup across it; conn_push() writes such a buffer chain by chain).
+ */
+int http1_write_request_head_wiped(struct evbuffer *out, const struct http_head *h,
+                                   enum http1_body body, uint64_t content_length);
+
+int http1_write_response_head(struct evbuffer *out, const struct http_head *h, enum http1_body body,
+                              uint64_t content_length, bool close);
 int http1_write_chunk(struct evbuffer *out, const char *data, size_t len);
+/* The "<hex size>\r\n" line of a chunk of len bytes whose data the caller adds (nothing for 0). */
+int http1_write_chunk_header(struct evbuffer *out, size_t len);
 int http1_write_last_chunk(struct evbuffer *out);
 
 /*
@@ -127,8 +140,8 @@ int http1_write_last_chunk(struct evbuffer *out);
  * error type and details, Content-Type text/plain, Content-Length, Connection: close when
  * close, and a one-line text body naming host and reason. host may be NULL.
  */
-int http1_write_error(struct evbuffer *out, int status, const char *error_type,
-                      const char *details, const char *host, bool close);
+int http1_write_error(struct evbuffer *out, int status, const char *error_type, const char *details,
+                      const char *host, bool close);
 
 /*
  * Splits a Host header value (or authority) "host[:port]" / "[v6][:port]". Writes the
@@ -136,5 +149,13 @@ int http1_write_error(struct evbuffer *out, int status, const char *error_type,
  * value is not of that form (userinfo, spaces, several values, a bad name or port).
  */
 int http1_split_authority(const char *value, size_t len, char *host, size_t hostsz, int *port);
+
+/*
+ * The common case of http1_split_authority without normalising again: value is exactly
+ * norm_host (already normalised, not an IPv6 literal), optionally followed by ":port". Then 1
+ * with *port set (0 for none), as http1_split_authority would give; otherwise 0 (nothing
+ * written) and the caller takes the full path.
+ */
+int http1_authority_is(const char *value, size_t len, const char *norm_host, int *port);
 
 #endif

@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 /* ---- hop-by-hop fields ---- */
 
 static const struct {
@@ -234,11 +236,37 @@ static char *put_fields(char *w, const struct http_head *h, bool skip_connection
     return w;
 }
 
+/* v in decimal (no printf on the per-request path). */
+static char *put_dec(char *w, uint64_t v)
+{
+    char tmp[20], *p = tmp + sizeof(tmp);
+
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    return put(w, p, (size_t)(tmp + sizeof(tmp) - p));
+}
+
+/* v in lower-case hex, as "%zx" prints it. */
+static char *put_hex(char *w, size_t v)
+{
+    char tmp[2 * sizeof(size_t)], *p = tmp + sizeof(tmp);
+
+    do {
+        *--p = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v != 0);
+    return put(w, p, (size_t)(tmp + sizeof(tmp) - p));
+}
+
 static char *put_framing(char *w, enum http1_body body, uint64_t content_length)
 {
-    if (body == HTTP1_BODY_LENGTH)
-        w += sprintf(w, "Content-Length: %llu\r\n", (unsigned long long)content_length);
-    else if (body == HTTP1_BODY_CHUNKED)
+    if (body == HTTP1_BODY_LENGTH) {
+        w = put(w, "Content-Length: ", 16);
+        w = put_dec(w, content_length);
+        w = put(w, "\r\n", 2);
+    } else if (body == HTTP1_BODY_CHUNKED)
         w = put(w, "Transfer-Encoding: chunked\r\n", 28);
     return w;
 }
@@ -257,34 +285,82 @@ static int commit_space(struct evbuffer *out, struct evbuffer_iovec *v, const ch
     return evbuffer_commit_space(out, v, 1) == 0 ? 0 : -1;
 }
 
-int http1_write_request_head(struct evbuffer *out, const struct http_head *h, enum http1_body body,
-                             uint64_t content_length)
+/* Bytes the request head takes (with room for the framing field); 0 when it cannot be written. */
+static size_t request_head_size(const struct http_head *h, enum http1_body body)
 {
-    struct evbuffer_iovec v;
     size_t mlen, n;
     bool bad = false;
-    char *w;
 
     if (h->method == NULL || h->target == NULL || body == HTTP1_BODY_EOF)
-        return -1;
+        return 0;
     mlen = strlen(h->method);
     if (mlen == 0 || !all_tchar(h->method, mlen) || h->target_len == 0 ||
         !all_vchar(h->target, h->target_len))
-        return -1;
+        return 0;
     n = fields_size(h, false, &bad);
     if (bad)
-        return -1;
-    n += mlen + h->target_len + 12 + FRAMING_MAX + 2;
-    if ((w = reserve(out, n, &v)) == NULL)
-        return -1;
-    w = put(w, h->method, mlen);
+        return 0;
+    return n + mlen + h->target_len + 12 + FRAMING_MAX + 2;
+}
+
+/* Writes the head (checked by request_head_size) at w; returns the end. */
+static char *request_head_put(char *w, const struct http_head *h, enum http1_body body,
+                              uint64_t content_length)
+{
+    w = put(w, h->method, strlen(h->method));
     *w++ = ' ';
     w = put(w, h->target, h->target_len);
     w = put(w, " HTTP/1.1\r\n", 11);
     w = put_fields(w, h, false);
     w = put_framing(w, body, content_length);
-    w = put(w, "\r\n", 2);
-    return commit_space(out, &v, w);
+    return put(w, "\r\n", 2);
+}
+
+int http1_write_request_head(struct evbuffer *out, const struct http_head *h, enum http1_body body,
+                             uint64_t content_length)
+{
+    struct evbuffer_iovec v;
+    size_t n = request_head_size(h, body);
+    char *w;
+
+    if (n == 0 || (w = reserve(out, n, &v)) == NULL)
+        return -1;
+    return commit_space(out, &v, request_head_put(w, h, body, content_length));
+}
+
+/* A serialised head that carries a secret, in memory of its own (see wipe_free). */
+struct wiped_block {
+    size_t cap;
+    char bytes[];
+};
+
+/* evbuffer reference cleanup (and error path): wipe the whole block, then free it. */
+static void wipe_free(const void *data, size_t len, void *arg)
+{
+    struct wiped_block *b = arg;
+
+    (void)data;
+    (void)len;
+    OPENSSL_cleanse(b->bytes, b->cap);
+    free(b);
+}
+
+int http1_write_request_head_wiped(struct evbuffer *out, const struct http_head *h,
+                                   enum http1_body body, uint64_t content_length)
+{
+    size_t n = request_head_size(h, body);
+    struct wiped_block *b;
+    char *end;
+
+    if (n == 0 || (b = malloc(sizeof(*b) + n)) == NULL)
+        return -1;
+    b->cap = n;
+    end = request_head_put(b->bytes, h, body, content_length);
+    if (evbuffer_add_reference(out, b->bytes, (size_t)(end - b->bytes), wipe_free, b) < 0) {
+        wipe_free(NULL, 0, b);
+        return -1;
+    }
+    return 0;
 }
 
 int http1_write_response_head(struct evbuffer *out, const struct http_head *h, enum http1_body body,
@@ -310,7 +386,11 @@ int http1_write_response_head(struct evbuffer *out, const struct http_head *h, e
     n += 13 + rlen + 2 + FRAMING_MAX + sizeof(CLOSE_LINE) + 2;
     if ((w = reserve(out, n, &v)) == NULL)
         return -1;
-    w += sprintf(w, "HTTP/1.1 %03d ", h->status);
+    w = put(w, "HTTP/1.1 ", 9);
+    *w++ = (char)('0' + h->status / 100);
+    *w++ = (char)('0' + h->status / 10 % 10);
+    *w++ = (char)('0' + h->status % 10);
+    *w++ = ' ';
     w = put(w, reason, rlen);
     w = put(w, "\r\n", 2);
     w = put_fields(w, h, close);
@@ -330,8 +410,23 @@ int http1_write_chunk(struct evbuffer *out, const char *data, size_t len)
         return 0;
     if ((w = reserve(out, len + 16 + 4, &v)) == NULL)
         return -1;
-    w += sprintf(w, "%zx\r\n", len);
+    w = put_hex(w, len);
+    w = put(w, "\r\n", 2);
     w = put(w, data, len);
+    w = put(w, "\r\n", 2);
+    return commit_space(out, &v, w);
+}
+
+int http1_write_chunk_header(struct evbuffer *out, size_t len)
+{
+    struct evbuffer_iovec v;
+    char *w;
+
+    if (len == 0)
+        return 0;
+    if ((w = reserve(out, 16 + 2, &v)) == NULL)
+        return -1;
+    w = put_hex(w, len);
     w = put(w, "\r\n", 2);
     return commit_space(out, &v, w);
 }

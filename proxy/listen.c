@@ -1,11 +1,13 @@
 /*
  * listen.c - listener sockets, worker threads, and the shared policy snapshot.
  *
- * Guarantees: every listening socket exists before the first worker starts, so a listener that
- * cannot bind fails the start (exit 4) before any traffic; one socket per worker per listener
- * (SO_REUSEPORT), so the kernel spreads connections over workers without a shared accept lock;
+ * Guarantees: every listening socket is bound before the first worker starts, so a listener that
+ * cannot bind fails the start (exit 4) before any traffic, and none listens before every other
+ * enforcement piece exists; one socket per worker per listener (SO_REUSEPORT), so the kernel
+ * spreads connections over workers without a shared accept lock;
  * a connection stays on the worker that accepted it. Workers never take a lock on the request
- * path except to pick up a new policy snapshot once per reload.
+ * path except to pick up a new policy snapshot once per reload. Connections over the limit
+ * (sh->max_conns) are answered 503 while VG_CONN_BUSY_RESERVE lasts, then closed at accept.
  */
 #include "proxy/listen.h"
 #include "audit/log.h"
@@ -32,6 +34,7 @@ enum {
     LISTEN_CMD_NONE = 0,
     LISTEN_CMD_DRAIN,
     LISTEN_CMD_ABORT,
+    LISTEN_CMD_POLICY, /* a reload happened: drop the old snapshot now, not at the next accept */
 };
 
 static const char *const kind_names[] = {"https", "http", "proxy"};
@@ -108,8 +111,7 @@ static int bind_one(const struct listen_addr *la, char *err, size_t errlen)
     if (la->ss.ss_family == AF_INET6 &&
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0)
         goto fail;
-    if (bind(fd, (const struct sockaddr *)&la->ss, la->sslen) < 0 ||
-        listen(fd, VG_LISTEN_BACKLOG) < 0)
+    if (bind(fd, (const struct sockaddr *)&la->ss, la->sslen) < 0)
         goto fail;
     return fd;
 fail:
@@ -157,6 +159,31 @@ int listen_bind_all(struct listen_shared *sh, char *err, size_t errlen)
 fail:
     listen_close_fds(sh);
     return -1;
+}
+
+int listen_listen_all(struct listen_shared *sh, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < sh->naddrs; i++) {
+        const struct listen_addr *la = &sh->addrs[i];
+
+        for (int k = 0; la->fds != NULL && k < sh->nworkers; k++) {
+            if (la->fds[k] >= 0 && listen(la->fds[k], VG_LISTEN_BACKLOG) < 0) {
+                snprintf(err, errlen, "listener %s: %s", la->label, strerror(errno));
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+int listen_default_max_conns(const struct listen_shared *sh, long nofile)
+{
+    long n =
+        (nofile - VG_CONN_FD_RESERVE - VG_CONN_BUSY_RESERVE - (long)sh->naddrs * sh->nworkers) / 2;
+
+    if (n < 16)
+        n = 16; /* a tiny descriptor limit: accept pauses on EMFILE do the rest */
+    return n > VG_CONN_MAX_LIMIT ? VG_CONN_MAX_LIMIT : (int)n;
 }
 
 /* ---- policy snapshot -------------------------------------------------------------------- */
@@ -208,13 +235,39 @@ struct listen_slot {
 
 #define LISTEN_PAUSE_MS 100 /* accept pause after EMFILE/ENFILE */
 
+/* One warn line per worker per second at most while connections are over the limit. */
+static void limit_note(struct listen_worker *w, int active)
+{
+    struct timespec now;
+
+    w->limit_refused++;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((int64_t)now.tv_sec == w->limit_logged)
+        return;
+    w->limit_logged = (int64_t)now.tv_sec;
+    log_eventf(LOG_WARN, "conn_limit", "connection_limit_reached",
+               "%d connections open, limit %d: %llu refused", active, w->sh->max_conns,
+               (unsigned long long)w->limit_refused);
+    w->limit_refused = 0;
+}
+
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
                       void *arg)
 {
     struct listen_slot *s = arg;
+    struct listen_shared *sh = s->w->sh;
+    int active = atomic_load(&sh->active_conns);
 
     (void)l;
-    conn_accept(s->w, s->la, fd, sa, salen);
+    if (active < sh->max_conns) {
+        conn_accept(s->w, s->la, fd, sa, salen);
+        return;
+    }
+    limit_note(s->w, active);
+    if (active < sh->max_conns + VG_CONN_BUSY_RESERVE)
+        conn_accept_busy(s->w, s->la, fd, sa, salen); /* 503, then close */
+    else
+        evutil_closesocket(fd);
 }
 
 static void resume_cb(evutil_socket_t fd, short what, void *arg)
@@ -275,6 +328,8 @@ static void ctl_cb(evutil_socket_t fd, short what, void *arg)
         conn_drain_all(w);
         if (w->nconns == 0)
             event_base_loopexit(w->base, NULL);
+    } else if (cmd == LISTEN_CMD_POLICY) {
+        listen_worker_policy(w);
     } else if (cmd == LISTEN_CMD_ABORT) {
         w->draining = true;
         worker_free_listeners(w);
@@ -287,7 +342,9 @@ static void *worker_main(void *arg)
 {
     struct listen_worker *w = arg;
 
+    conn_worker_begin(w);
     event_base_dispatch(w->base);
+    conn_worker_end(w);
     return NULL;
 }
 
@@ -413,6 +470,14 @@ static void worker_send(struct listen_worker *w, int cmd)
     atomic_store(&w->ctl_cmd, cmd);
     r = write(w->ctl_fd, &one, sizeof(one));
     (void)r;
+}
+
+void listen_workers_refresh(struct listen_worker *ws, int nworkers)
+{
+    for (int i = 0; ws != NULL && i < nworkers; i++) {
+        if (ws[i].started && atomic_load(&ws[i].ctl_cmd) != LISTEN_CMD_DRAIN)
+            worker_send(&ws[i], LISTEN_CMD_POLICY);
+    }
 }
 
 void listen_workers_stop(struct listen_worker **wsp, int nworkers, double grace_s)

@@ -2,7 +2,8 @@
  * listen.h - listeners and worker threads of `vaultgate run`.
  *
  * The main thread parses listener addresses, binds one SO_REUSEPORT socket per worker per
- * listener (so a bind failure is known before any traffic), then starts N workers. Each worker
+ * listener (so a bind failure is known before any traffic), and only once every other
+ * enforcement piece exists puts them into the listening state and starts N workers. Each worker
  * owns an event_base, an upstream context, a server SSL_CTX, its listeners and every connection
  * it accepted, from accept to close. The policy snapshot is shared: reload swaps one pointer and
  * each worker picks the new snapshot up on its next connection or request.
@@ -61,6 +62,7 @@ struct listen_shared {
     struct listen_addr *addrs;
     size_t naddrs;
     int nworkers;
+    int max_conns; /* connections past this are answered 503 (VG_CONN_BUSY_RESERVE), then closed */
 
     pthread_mutex_t policy_lock;
     struct policy *policy; /* current snapshot; the shared structure holds one reference */
@@ -86,6 +88,8 @@ struct listen_worker {
     struct event *ctl_ev;
     _Atomic int ctl_cmd;
     bool draining;
+    uint64_t limit_refused; /* over-limit connections since the last conn_limit log line */
+    int64_t limit_logged;   /* CLOCK_MONOTONIC second of that line */
     pthread_t thread;
     bool started;
 };
@@ -97,9 +101,17 @@ struct listen_worker {
 int listen_parse_addr(const char *s, enum listen_kind kind, struct listen_addr *out, char *err,
                       size_t errlen);
 
-/* Binds sh->nworkers sockets for every listener (SO_REUSEPORT, IPV6_V6ONLY for v6, listen()).
- * 0 or -1 + err (the caller exits 4); on failure every socket bound so far is closed. */
+/* Binds sh->nworkers sockets for every listener (SO_REUSEPORT, IPV6_V6ONLY for v6), without
+ * listen(): the kernel accepts nothing yet. 0 or -1 + err (the caller exits 4); on failure
+ * every socket bound so far is closed. */
 int listen_bind_all(struct listen_shared *sh, char *err, size_t errlen);
+
+/* listen() on every bound socket: from here the kernel completes TCP handshakes. Call it last,
+ * right before listen_workers_start(). 0 or -1 + err (the caller exits 4). */
+int listen_listen_all(struct listen_shared *sh, char *err, size_t errlen);
+
+/* The default connection limit for a descriptor limit of nofile (see VG_CONN_FD_RESERVE). */
+int listen_default_max_conns(const struct listen_shared *sh, long nofile);
 
 /* Closes every bound socket not yet handed to a worker. */
 void listen_close_fds(struct listen_shared *sh);
@@ -111,6 +123,11 @@ struct listen_worker *listen_workers_start(struct listen_shared *sh, char *err, 
 /* Asks every worker to stop accepting and to close connections as their requests finish, then
  * waits up to grace_s seconds; connections still open then are closed. Frees the workers. */
 void listen_workers_stop(struct listen_worker **wsp, int nworkers, double grace_s);
+
+/* Asks every worker to take the current snapshot now and drop its reference to the previous
+ * one (so a reloaded-away snapshot and its secrets go once the connections that hold it end,
+ * even on a worker that accepts nothing new). Main thread. */
+void listen_workers_refresh(struct listen_worker *ws, int nworkers);
 
 /* Replaces the shared snapshot; takes ownership of p. Any thread. */
 void listen_policy_swap(struct listen_shared *sh, struct policy *p);

@@ -1,37 +1,69 @@
 #!/usr/bin/env bash
-# bench_proxy.sh - vaultgate vs nginx as a TLS-terminating, header-setting proxy (not a test).
+# bench_proxy.sh - vaultgate vs nginx, haproxy and mitmproxy as TLS-terminating, header-setting
+# proxies (a benchmark, not a test). docs/benchmarks.md says how to read it.
 #
-# Both proxies: one worker pinned to CPU $PROXY_CPU, TLS 1.3 with an ECDSA P-256 leaf, the same
-# Authorization header set on every request, pooled keep-alive upstream connections, upstream TLS
-# verified against a test CA. The upstream is nginx serving a 3-byte response over TLS, pinned
-# to $LOAD_CPU together with the load generators. Loopback only.
+# Every proxy: one worker/thread/process pinned to CPU $PROXY_CPU, TLS 1.3 with an ECDSA P-256
+# leaf towards the client, the same Authorization header set on every request, keep-alive
+# upstream connections, upstream TLS verified against a test CA. The upstream is nginx serving a
+# 3-byte response over TLS, pinned to $LOAD_CPU together with the load generators. Loopback only.
+# The proxies run one after the other, each freshly started, so none disturbs another.
 #
-# Measures
+# Measures, per proxy
+#   idle memory             RSS growth over $MEM_CONNS idle keep-alive TLS connections that each
+#                           served one request (tests/bench/idleclient.c), in KiB per connection;
+#                           measured first, on the freshly started proxy
 #   keep-alive requests/s   wrk -c$CONNS on persistent connections
 #   full handshakes/s       tests/bench/hsclient.c: new connection, SNI, no session offered
 #                           (resumed handshakes are counted and must be 0)
-# and, for each, the proxy's own CPU seconds (utime+stime from /proc), so rates are also given
-# per proxy CPU-second: on a small machine the load generator may saturate its core first.
+# and, for the rates, the proxy's own CPU seconds (utime+stime from /proc), so rates are also
+# given per proxy CPU-second: on a small machine the load generator may saturate its core first.
 #
-# Usage: tests/bench/bench_proxy.sh [BUILD_DIR]   (env: SECS=10 CONNS=64 HS_THREADS=4
-#        PROXY_CPU=0 LOAD_CPU=1 VG_LOG_LEVEL=warn PERF=/tmp/vg.perf to profile vaultgate)
+# Usage: tests/bench/bench_proxy.sh [BUILD_DIR]
+#   env: SECS=10 CONNS=64 HS_THREADS=4 MEM_CONNS=5000 MITM_MEM_CONNS=1000 PROXY_CPU=0 LOAD_CPU=1
+#        VG_LOG_LEVEL=info PROXIES="nginx haproxy mitmproxy vaultgate" TESTS="mem ka hs"
+#        VG=path/to/vaultgate (default BUILD_DIR/proxy/vaultgate) PERF=/tmp/vg.perf (perf record
+#        -g of vaultgate during keep-alive and handshakes) MEM_NOREQ=1 (idle connections after the
+#        handshake only, no request) MEM_HOOK='cmd' (run while the idle
+#        connections are held, with $MAIN_PID set)
+# mitmproxy (Debian package) is installed with apt-get when missing; without it (or haproxy) that
+# column is skipped.
 set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$SRC/build}
-VG=$BUILD/proxy/vaultgate
+VG=${VG:-$BUILD/proxy/vaultgate}
 SECS=${SECS:-10}
 CONNS=${CONNS:-64}
 HS_THREADS=${HS_THREADS:-4}
+MEM_CONNS=${MEM_CONNS:-5000}
+MITM_MEM_CONNS=${MITM_MEM_CONNS:-1000}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
-VG_LOG_LEVEL=${VG_LOG_LEVEL:-warn}
+VG_LOG_LEVEL=${VG_LOG_LEVEL:-info}
+PROXIES=${PROXIES:-nginx haproxy mitmproxy vaultgate}
+TESTS=${TESTS:-mem ka hs}
 UP_ADDR=127.0.0.93
+SECRET="sk-bench-FAKE-secret"
 
 [ -x "$VG" ] || { echo "no vaultgate at $VG" >&2; exit 1; }
 for t in nginx wrk openssl taskset cc python3; do
     command -v $t >/dev/null || { echo "needs $t" >&2; exit 1; }
 done
+if [[ " $PROXIES " == *" mitmproxy "* ]] && ! command -v mitmdump >/dev/null; then
+    echo "installing mitmproxy (apt-get)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q mitmproxy >/dev/null 2>&1 ||
+        { apt-get update -q >/dev/null 2>&1 &&
+          DEBIAN_FRONTEND=noninteractive apt-get install -y -q mitmproxy >/dev/null 2>&1; } || true
+fi
+ACTIVE=()
+for p in $PROXIES; do
+    case $p in
+    haproxy) command -v haproxy >/dev/null || { echo "no haproxy: skipped" >&2; continue; } ;;
+    mitmproxy) command -v mitmdump >/dev/null || { echo "no mitmproxy: skipped" >&2; continue; } ;;
+    esac
+    ACTIVE+=("$p")
+done
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 W=$(mktemp -d /tmp/vgbench.XXXXXX)
 PIDS=()
@@ -39,13 +71,13 @@ cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     sleep 0.3
     for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-    rm -rf "$W"
+    [ -n "${KEEP:-}" ] && echo "kept $W" >&2 || rm -rf "$W"
 }
 trap cleanup EXIT
 
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 
-# ---- certificates: test CA, upstream leaf, nginx-proxy leaf (all ECDSA P-256) ----
+# ---- certificates: test CA, upstream leaf, proxy leaf (all ECDSA P-256) ----
 cd "$W"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem \
     -days 2 -subj /CN=bench-ca -addext basicConstraints=critical,CA:TRUE \
@@ -57,12 +89,15 @@ leaf() { # name sans
     openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -out "$1.pem" \
         -days 2 -sha256 -extfile "$1.ext" 2>/dev/null
 }
-leaf up "DNS:api.example.test,IP:127.0.0.1"
+leaf up "DNS:api.example.test,IP:127.0.0.1,IP:$UP_ADDR"
 leaf px "IP:127.0.0.1"
 cat px.pem ca.pem >px-chain.pem # leaf + issuer, like vaultgate's leaf + intermediate
+cat px-chain.pem px.key >px-haproxy.pem
+cc -O2 -o "$W/hsclient" "$SRC/tests/bench/hsclient.c" -lssl -lcrypto -lpthread
+cc -O2 -o "$W/idleclient" "$SRC/tests/bench/idleclient.c" -lssl -lcrypto
 
 # ---- upstream: nginx, static 3-byte answer over TLS ----
-mkdir -p up px
+mkdir -p up
 cat >up/nginx.conf <<EOF
 worker_processes 1;
 daemon off;
@@ -83,20 +118,21 @@ EOF
 taskset -c "$LOAD_CPU" nginx -c "$W/up/nginx.conf" -p "$W/up" 2>"$W/up/stderr" &
 PIDS+=($!)
 
-# ---- nginx as the proxy under test ----
-NGX_PORT=$(free_port)
-cat >px/nginx.conf <<EOF
+# ---- the proxies under test; each start_<name> sets PORT and PROXY_PIDS ----
+start_nginx() {
+    mkdir -p px
+    cat >px/nginx.conf <<EOF
 worker_processes 1;
 daemon off;
 pid $W/px/nginx.pid;
 error_log $W/px/error.log warn;
-events { worker_connections 8192; }
+events { worker_connections 16384; }
 http {
     access_log off;
     keepalive_requests 10000000;
     upstream up { server $UP_ADDR:443; keepalive 64; }
     server {
-        listen 127.0.0.1:$NGX_PORT ssl;
+        listen 127.0.0.1:$PORT ssl;
         ssl_certificate $W/px-chain.pem;
         ssl_certificate_key $W/px.key;
         ssl_protocols TLSv1.2 TLSv1.3;
@@ -106,7 +142,7 @@ http {
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_set_header Host api.example.test;
-            proxy_set_header Authorization "Bearer sk-bench-FAKE-secret";
+            proxy_set_header Authorization "Bearer $SECRET";
             proxy_ssl_verify on;
             proxy_ssl_trusted_certificate $W/ca.pem;
             proxy_ssl_name api.example.test;
@@ -116,43 +152,66 @@ http {
     }
 }
 EOF
-taskset -c "$PROXY_CPU" nginx -c "$W/px/nginx.conf" -p "$W/px" 2>"$W/px/stderr" &
-NGX_MASTER=$!
-PIDS+=($NGX_MASTER)
-
-# ---- vaultgate as the proxy under test ----
-VG_PORT=$(free_port)
-ADMIN_PORT=$(free_port)
-cat >vault.json <<EOF
+    taskset -c "$PROXY_CPU" nginx -c "$W/px/nginx.conf" -p "$W/px" 2>"$W/px/stderr" &
+    MAIN_PID=$!
+}
+start_haproxy() {
+    cat >haproxy.cfg <<EOF
+global
+    nbthread 1
+    maxconn 9000
+    ssl-default-bind-options ssl-min-ver TLSv1.2
+defaults
+    mode http
+    timeout connect 10s
+    timeout client 120s
+    timeout server 120s
+    timeout http-keep-alive 120s
+frontend fe
+    bind 127.0.0.1:$PORT ssl crt $W/px-haproxy.pem
+    default_backend be
+backend be
+    http-reuse always
+    http-request set-header Host api.example.test
+    http-request set-header Authorization "Bearer $SECRET"
+    server up $UP_ADDR:443 ssl verify required ca-file $W/ca.pem sni str(api.example.test) verifyhost api.example.test
+EOF
+    taskset -c "$PROXY_CPU" haproxy -db -f haproxy.cfg >"$W/haproxy.log" 2>&1 &
+    MAIN_PID=$!
+}
+start_mitmproxy() {
+    cat >mitm_addon.py <<EOF
+def request(flow):
+    flow.request.headers["Authorization"] = "Bearer $SECRET"
+EOF
+    mkdir -p mitm
+    taskset -c "$PROXY_CPU" mitmdump -q --mode "reverse:https://$UP_ADDR:443" \
+        --listen-host 127.0.0.1 --listen-port "$PORT" --set confdir="$W/mitm" \
+        --set ssl_verify_upstream_trusted_ca="$W/ca.pem" -s mitm_addon.py >"$W/mitm.log" 2>&1 &
+    MAIN_PID=$!
+}
+start_vaultgate() {
+    cat >vault.json <<EOF
 {"version": 1, "run": {"id": "bench", "user": "bench"},
- "secrets": {"BENCH_KEY": {"value": "sk-bench-FAKE-secret"}},
+ "secrets": {"BENCH_KEY": {"value": "$SECRET"}},
  "rules": [{"host_pattern": "127.0.0.1", "secret": "BENCH_KEY", "scheme": "bearer"}],
  "host_policy": {"default": "allow", "hosts": {}}}
 EOF
-taskset -c "$PROXY_CPU" "$VG" run --vault vault.json --state-dir "$W/var" --threads 1 \
-    --listen-https "127.0.0.1:$VG_PORT" --listen-http none --admin "127.0.0.1:$ADMIN_PORT" \
-    --audit off --log-level "$VG_LOG_LEVEL" --upstream-ca ca.pem \
-    --resolve "127.0.0.1:443:$UP_ADDR" 2>"$W/vg.stderr" &
-VG_PID=$!
-PIDS+=($VG_PID)
+    taskset -c "$PROXY_CPU" "$VG" run --vault vault.json --state-dir "$W/var" --threads 1 \
+        --listen-https "127.0.0.1:$PORT" --listen-http none --admin "127.0.0.1:$(free_port)" \
+        --audit off --log-level "$VG_LOG_LEVEL" --upstream-ca ca.pem \
+        --resolve "127.0.0.1:443:$UP_ADDR" 2>"$W/vg.stderr" &
+    MAIN_PID=$!
+}
+proxy_pids() { echo "$MAIN_PID $(pgrep -P "$MAIN_PID" | tr '\n' ' ')"; }
 
 # curl sends no SNI for an IP literal; openssl s_client does (as wrk and hsclient do)
-get() { # port
+get() {
     printf 'GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' |
-        timeout 5 openssl s_client -quiet -connect "127.0.0.1:$1" -servername 127.0.0.1 2>/dev/null
+        timeout 5 openssl s_client -quiet -connect "127.0.0.1:$PORT" -servername 127.0.0.1 \
+            2>/dev/null || true # s_client fails on a close without close_notify (mitmproxy)
 }
-for i in $(seq 100); do
-    if get "$VG_PORT" | grep -q ok && get "$NGX_PORT" | grep -q ok; then
-        break
-    fi
-    sleep 0.1
-done
-get "$VG_PORT" | grep -q ok || { echo "vaultgate not serving"; cat "$W/vg.stderr"; exit 1; }
-get "$NGX_PORT" | grep -q ok || { echo "nginx proxy not serving"; cat "$W/px/error.log"; exit 1; }
-
-cc -O2 -o "$W/hsclient" "$SRC/tests/bench/hsclient.c" -lssl -lcrypto -lpthread
-
-# CPU seconds (utime+stime) of a process and its threads; for nginx the worker children too.
+# CPU seconds (utime+stime) of processes and their threads.
 cpu_of() {
     local total=0 p
     for p in "$@"; do
@@ -161,55 +220,113 @@ cpu_of() {
     done
     echo "$total"
 }
-proxy_pids() { # name
-    if [ "$1" = vaultgate ]; then echo "$VG_PID"; else echo "$NGX_MASTER $(pgrep -P "$NGX_MASTER" | tr '\n' ' ')"; fi
+rss_of() { # KiB
+    local total=0 p
+    for p in "$@"; do
+        [ -r "/proc/$p/status" ] || continue
+        total=$((total + $(awk '/^VmRSS/ { print $2 }' "/proc/$p/status")))
+    done
+    echo "$total"
 }
 TICK=$(getconf CLK_TCK)
+declare -A RPS RPS_CPU CPS CPS_CPU MEM
 
-declare -A RPS CPS RPS_CPU CPS_CPU
-for name in nginx vaultgate; do
-    port=$NGX_PORT
-    [ "$name" = vaultgate ] && port=$VG_PORT
-    pids=$(proxy_pids $name)
-    # warm-up (pool, caches)
-    taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d2s "https://127.0.0.1:$port/" >/dev/null
+bench_mem() { # name
+    local n=$MEM_CONNS r0 r1 out ok
+    [ "$1" = mitmproxy ] && n=$MITM_MEM_CONNS
+    r0=$(rss_of $(proxy_pids))
+    exec 3> >(taskset -c "$LOAD_CPU" "$W/idleclient" 127.0.0.1 "$PORT" 127.0.0.1 "$n" ${MEM_NOREQ:+handshake-only} >"$W/idle.out")
+    local idle_pid=$!
+    for _ in $(seq 1200); do
+        grep -q ready "$W/idle.out" 2>/dev/null && break
+        sleep 0.1
+    done
+    sleep 3 # vaultgate frees per-request scratch state after 2 s idle; nginx at once
+    r1=$(rss_of $(proxy_pids))
+    [ -n "${MEM_HOOK:-}" ] && MAIN_PID=$MAIN_PID bash -c "$MEM_HOOK" # e.g. a heap dump
+    ok=$(awk '/ready/ { print $2 }' "$W/idle.out")
+    exec 3>&- # EOF on the client's stdin: it closes its connections
+    wait "$idle_pid" 2>/dev/null || true
+    MEM[$1]=$(awk -v a="$r0" -v b="$r1" -v n="${ok:-0}" 'BEGIN { printf "%.1f", (n > 0 ? (b - a) / n : 0) }')
+    echo "$1 idle memory: $(cat "$W/idle.out"), RSS $r0 -> $r1 KiB, ${MEM[$1]} KiB/connection"
+}
+bench_ka() { # name
+    local pids c0 c1 out errs cpu
+    pids=$(proxy_pids)
+    taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d2s "https://127.0.0.1:$PORT/" >/dev/null # warm-up
     c0=$(cpu_of $pids)
-    if [ -n "${PERF:-}" ] && [ "$name" = vaultgate ]; then # PERF=file: profile vaultgate
-        perf record -q -g -p "$VG_PID" -o "$PERF" -- sleep "$SECS" 2>/dev/null &
+    if [ -n "${PERF:-}" ] && [ "$1" = vaultgate ]; then
+        perf record -q -g -p "$MAIN_PID" -o "$PERF" -- sleep "$SECS" 2>/dev/null &
     fi
     out=$(taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${SECS}s" \
-        -H "Authorization: Bearer placeholder" "https://127.0.0.1:$port/")
+        -H "Authorization: Bearer placeholder" "https://127.0.0.1:$PORT/")
     c1=$(cpu_of $pids)
-    RPS[$name]=$(echo "$out" | awk '/Requests\/sec/ { printf "%.0f", $2 }')
+    RPS[$1]=$(echo "$out" | awk '/Requests\/sec/ { printf "%.0f", $2 }')
     errs=$(echo "$out" | awk '/Non-2xx|Socket errors/ { print }')
     cpu=$(awk -v a="$c0" -v b="$c1" -v t="$TICK" 'BEGIN { printf "%.2f", (b - a) / t }')
-    RPS_CPU[$name]=$(awk -v r="${RPS[$name]}" -v s="$SECS" -v c="$cpu" \
+    RPS_CPU[$1]=$(awk -v r="${RPS[$1]}" -v s="$SECS" -v c="$cpu" \
         'BEGIN { printf "%.0f", (c > 0 ? r * s / c : 0) }')
-    echo "$name keep-alive: ${RPS[$name]} req/s, proxy CPU ${cpu}s of ${SECS}s ${errs:+($errs)}"
-
+    echo "$1 keep-alive: ${RPS[$1]} req/s, proxy CPU ${cpu}s of ${SECS}s ${errs:+($errs)}"
+}
+bench_hs() { # name
+    local pids c0 c1 hs n cpu
+    pids=$(proxy_pids)
     c0=$(cpu_of $pids)
-    if [ -n "${PERF:-}" ] && [ "$name" = vaultgate ]; then
-        perf record -q -g -p "$VG_PID" -o "$PERF.hs" -- sleep "$SECS" 2>/dev/null &
+    if [ -n "${PERF:-}" ] && [ "$1" = vaultgate ]; then
+        perf record -q -g -p "$MAIN_PID" -o "$PERF.hs" -- sleep "$SECS" 2>/dev/null &
     fi
-    hs=$(taskset -c "$LOAD_CPU" "$W/hsclient" 127.0.0.1 "$port" 127.0.0.1 "$SECS" "$HS_THREADS")
+    hs=$(taskset -c "$LOAD_CPU" "$W/hsclient" 127.0.0.1 "$PORT" 127.0.0.1 "$SECS" "$HS_THREADS")
     c1=$(cpu_of $pids)
-    CPS[$name]=$(echo "$hs" | awk '{ printf "%.0f", $10 }')
+    CPS[$1]=$(echo "$hs" | awk '{ printf "%.0f", $10 }')
     n=$(echo "$hs" | awk '{ print $2 }')
     cpu=$(awk -v a="$c0" -v b="$c1" -v t="$TICK" 'BEGIN { printf "%.2f", (b - a) / t }')
-    CPS_CPU[$name]=$(awk -v n="$n" -v c="$cpu" 'BEGIN { printf "%.0f", (c > 0 ? n / c : 0) }')
-    echo "$name full handshakes: $hs; proxy CPU ${cpu}s"
+    CPS_CPU[$1]=$(awk -v n="$n" -v c="$cpu" 'BEGIN { printf "%.0f", (c > 0 ? n / c : 0) }')
+    echo "$1 full handshakes: $hs; proxy CPU ${cpu}s"
+}
+
+for name in "${ACTIVE[@]}"; do
+    PORT=$(free_port)
+    "start_$name"
+    PIDS+=($MAIN_PID)
+    for _ in $(seq ${START_TRIES:-150}); do
+        get | grep ok >/dev/null && break
+        sleep 0.2
+    done
+    if ! get | grep ok >/dev/null; then
+        echo "$name not serving; skipped"
+        kill "$MAIN_PID" 2>/dev/null || true
+        continue
+    fi
+    for i in 1 2 3 4 5; do get >/dev/null; done
+    [[ " $TESTS " == *" mem "* ]] && bench_mem "$name"
+    [[ " $TESTS " == *" ka "* ]] && bench_ka "$name"
+    [[ " $TESTS " == *" hs "* ]] && bench_hs "$name"
+    [ "$name" = vaultgate ] && grep -q '"level":"error"' "$W/vg.stderr" &&
+        { echo "vaultgate logged errors:"; grep '"level":"error"' "$W/vg.stderr" | head -5; }
+    kill "$MAIN_PID" 2>/dev/null || true
+    wait "$MAIN_PID" 2>/dev/null || true
 done
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (a > 0 && b > 0 ? a / b : 0) }'; }
+row() { # label array
+    local -n arr=$2
+    local line p
+    line=$(printf '%-30s' "$1")
+    for p in "${ACTIVE[@]}"; do line+=$(printf ' %11s' "${arr[$p]:--}"); done
+    for p in "${ACTIVE[@]}"; do
+        [ "$p" = vaultgate ] && continue
+        line+=$(printf ' %9s' "$(ratio "${arr[vaultgate]:-0}" "${arr[$p]:-0}")")
+    done
+    echo "$line"
+}
 echo
-printf '%-28s %12s %12s %8s\n' "" nginx vaultgate ratio
-printf '%-28s %12s %12s %8s\n' "keep-alive req/s" "${RPS[nginx]}" "${RPS[vaultgate]}" \
-    "$(ratio "${RPS[vaultgate]}" "${RPS[nginx]}")"
-printf '%-28s %12s %12s %8s\n' "keep-alive req/proxy-CPU-s" "${RPS_CPU[nginx]}" \
-    "${RPS_CPU[vaultgate]}" "$(ratio "${RPS_CPU[vaultgate]}" "${RPS_CPU[nginx]}")"
-printf '%-28s %12s %12s %8s\n' "full handshakes/s" "${CPS[nginx]}" "${CPS[vaultgate]}" \
-    "$(ratio "${CPS[vaultgate]}" "${CPS[nginx]}")"
-printf '%-28s %12s %12s %8s\n' "handshakes/proxy-CPU-s" "${CPS_CPU[nginx]}" \
-    "${CPS_CPU[vaultgate]}" "$(ratio "${CPS_CPU[vaultgate]}" "${CPS_CPU[nginx]}")"
-grep -q '"level":"error"' "$W/vg.stderr" && { echo "vaultgate logged errors:"; grep '"level":"error"' "$W/vg.stderr" | head -5; }
+head=$(printf '%-30s' "")
+for p in "${ACTIVE[@]}"; do head+=$(printf ' %11s' "$p"); done
+for p in "${ACTIVE[@]}"; do [ "$p" = vaultgate ] || head+=$(printf ' %9s' "vg/${p:0:5}"); done
+echo "$head"
+row "keep-alive req/s" RPS
+row "keep-alive req/proxy-CPU-s" RPS_CPU
+row "full handshakes/s" CPS
+row "handshakes/proxy-CPU-s" CPS_CPU
+row "idle KiB/conn (lower better)" MEM
 exit 0

@@ -746,7 +746,6 @@ void conn_client_input(struct conn *c)
             break;
         if (c->state == CONN_S_REQ_HEAD && c->idle) {
             c->idle = false;
-            c->shrink_due = false;
             conn_start_request(c);
             conn_arm(c, CONN_T_HEAD);
         }
@@ -857,7 +856,6 @@ void conn_begin(struct conn *c)
     }
     conn_start_request(c);
     c->idle = true;
-    c->shrink_due = false;
     conn_set_state(c, CONN_S_REQ_HEAD);
     conn_arm(c, CONN_T_HEAD);
     conn_update_reading(c);
@@ -928,14 +926,6 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
         conn_close(c, "handshake_timeout");
         break;
     case CONN_S_REQ_HEAD:
-        if (c->idle && c->shrink_due) {
-            /* idle for CONN_T_SHRINK: release the per-request state, wait out the rest */
-            c->shrink_due = false;
-            conn_drop_mask(c);
-            http1_parser_free(&c->upstream.parser);
-            conn_arm(c, CONN_T_IDLE - CONN_T_SHRINK);
-            break;
-        }
         conn_close(c, c->idle ? "idle_timeout" : "head_timeout");
         break;
     default:

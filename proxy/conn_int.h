@@ -27,7 +27,6 @@ struct mask_decoder;
 #define CONN_T_HANDSHAKE 10
 #define CONN_T_HEAD      30
 #define CONN_T_IDLE      75
-#define CONN_T_SHRINK    2 /* idle this long: the per-request scratch state is freed */
 #define CONN_T_UP_HEAD   600
 #define CONN_T_BODY_IDLE 300
 #define CONN_T_UP_GET    40 /* safety net above upstream.c's connect + TLS timeouts */
@@ -80,7 +79,6 @@ struct conn {
     bool handshake_done;
     bool draining;             /* stop requested: close after the current response */
     bool idle;                 /* REQ_HEAD with no byte of the next request yet */
-    bool shrink_due;           /* idle timer at CONN_T_SHRINK: then free the masker, re-arm */
     bool parse_stop;           /* a parser callback asked the feed loop to stop */
     char host[HOSTNAME_BUFSZ]; /* normalised SNI */
     char client_addr[64];

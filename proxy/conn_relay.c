@@ -281,7 +281,6 @@ static void conn_response_done(struct conn *c)
     struct listen_worker *w = c->w;
     const char *route = c->route_tunnel ? "tunnel" : "direct";
     struct bufferevent *ub = c->upstream.bev;
-    struct http1_parser *keep = NULL;
     bool reuse;
 
     conn_push(&c->client);
@@ -297,13 +296,8 @@ static void conn_response_done(struct conn *c)
         bufferevent_setwatermark(ub, EV_WRITE, 0, 0);
         c->upstream.bev = NULL;
         upstream_release(w->up, c->host, c->up_port, c->up_tls, ub);
-        /* the response parser ended cleanly: kept for the next request (reset when attached,
-         * freed with the masker once the connection idles, see CONN_T_SHRINK) */
-        keep = c->upstream.parser;
-        c->upstream.parser = NULL;
     }
     conn_drop_upstream(c, !reuse && !c->req_done);
-    c->upstream.parser = keep;
     if (c->resp_close || !c->req_keep_alive || !c->req_done || c->draining) {
         conn_flush_close(c);
         return;
@@ -314,11 +308,7 @@ static void conn_response_done(struct conn *c)
     c->idle = true;
     bufferevent_set_timeouts(c->client.bev, NULL, NULL);
     conn_set_state(c, CONN_S_REQ_HEAD);
-    /* the masker, its scratch buffer and the response parser are kept for the next request of
-     * a busy connection, and freed once it has been idle for CONN_T_SHRINK (memory per idle
-     * connection) */
-    c->shrink_due = c->mask != NULL || c->scratch != NULL || c->upstream.parser != NULL;
-    conn_arm(c, c->shrink_due ? CONN_T_SHRINK : CONN_T_IDLE);
+    conn_arm(c, CONN_T_IDLE);
     conn_update_reading(c);
     conn_client_input(c);
 }

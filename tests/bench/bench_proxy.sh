@@ -241,7 +241,7 @@ bench_mem() { # name
         grep -q ready "$W/idle.out" 2>/dev/null && break
         sleep 0.1
     done
-    sleep 3 # vaultgate frees per-request scratch state after 2 s idle; nginx at once
+    sleep 1
     r1=$(rss_of $(proxy_pids))
     [ -n "${MEM_HOOK:-}" ] && MAIN_PID=$MAIN_PID bash -c "$MEM_HOOK" # e.g. a heap dump
     ok=$(awk '/ready/ { print $2 }' "$W/idle.out")

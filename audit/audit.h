@@ -53,10 +53,10 @@ void audit_blocked(struct audit *a, int worker, const char *host);
 void audit_route(struct audit *a, int worker, const char *host, enum audit_route route);
 
 struct audit_status {
-    bool enabled;        /* false for `off` */
-    bool healthy;        /* last write (or open) succeeded */
-    uint64_t pending;    /* counts not yet in the store */
-    char store[512];     /* URL without password, or "off" */
+    bool enabled;     /* false for `off` */
+    bool healthy;     /* last write (or open) succeeded */
+    uint64_t pending; /* counts not yet in the store */
+    char store[512];  /* URL without password, or "off" */
 };
 void audit_status(struct audit *a, struct audit_status *out);
 

@@ -8,44 +8,44 @@
 #define VG_CAPS_H
 
 /* Vault file (SPEC §3). */
-#define VG_VAULT_MAX_BYTES       (1024 * 1024)
-#define VG_VAULT_MAX_RULES       1024
+#define VG_VAULT_MAX_BYTES        (1024 * 1024)
+#define VG_VAULT_MAX_RULES        1024
 #define VG_VAULT_MAX_HOST_ENTRIES 4096
-#define VG_VAULT_MAX_SECRETS     256
-#define VG_SECRET_MAX_BYTES      8192
-#define VG_SECRET_FILE_MAX_BYTES (64 * 1024)
-#define VG_SECRET_NAME_MAX       64
-#define VG_RUN_ID_MAX            128
-#define VG_PATTERN_MAX           1024
+#define VG_VAULT_MAX_SECRETS      256
+#define VG_SECRET_MAX_BYTES       8192
+#define VG_SECRET_FILE_MAX_BYTES  (64 * 1024)
+#define VG_SECRET_NAME_MAX        64
+#define VG_RUN_ID_MAX             128
+#define VG_PATTERN_MAX            1024
 
 /* Host names: RFC 1035 limits; an IPv6 literal in text form fits as well. */
-#define VG_HOST_MAX              253
-#define VG_LABEL_MAX             63
+#define VG_HOST_MAX  253
+#define VG_LABEL_MAX 63
 
 /* PCRE2 match limits for `re:` host patterns. */
-#define VG_REGEX_MATCH_LIMIT     10000
-#define VG_REGEX_DEPTH_LIMIT     1000
+#define VG_REGEX_MATCH_LIMIT 10000
+#define VG_REGEX_DEPTH_LIMIT 1000
 
 /* HTTP/1.1 request and response heads (SPEC §4). */
-#define VG_HEAD_MAX_BYTES        (64 * 1024)
-#define VG_HEAD_MAX_FIELDS       100
-#define VG_CHUNK_EXT_MAX         4096
+#define VG_HEAD_MAX_BYTES  (64 * 1024)
+#define VG_HEAD_MAX_FIELDS 100
+#define VG_CHUNK_EXT_MAX   4096
 
 /* Certificate cache (SPEC §5). */
-#define VG_CERTCACHE_MIN         4096
+#define VG_CERTCACHE_MIN 4096
 
 /* Audit (SPEC §6): distinct pending keys (blocked hosts and host/route pairs) per worker table
  * and in the writer's merged table; past it new keys count under the host "(overflow)". */
 #define VG_AUDIT_MAX_PENDING_KEYS 100000
 /* Rows one audit_query may return (vaultgate audit, /v1/blocked-hosts, /v1/egress-routes). */
-#define VG_AUDIT_QUERY_MAX_ROWS  1000000
+#define VG_AUDIT_QUERY_MAX_ROWS 1000000
 
 /* Metrics: distinct secret-name label values (metrics.h promises VG_VAULT_MAX_SECRETS*4). */
-#define VG_METRICS_MAX_SECRETS   (VG_VAULT_MAX_SECRETS * 4)
+#define VG_METRICS_MAX_SECRETS (VG_VAULT_MAX_SECRETS * 4)
 
 /* Admin API (SPEC §7). Admin requests carry no body, so there is no body limit. */
-#define VG_ADMIN_MAX_HEAD_BYTES  8192
-#define VG_ADMIN_MAX_CONNS       64 /* open connections; past it accepting pauses */
+#define VG_ADMIN_MAX_HEAD_BYTES 8192
+#define VG_ADMIN_MAX_CONNS      64 /* open connections; past it accepting pauses */
 
 /* Proxy connections (proxy/conn.c, proxy/listen.c). */
 #define VG_CONN_OUT_CAP       (256 * 1024) /* output past this pauses reading the other side */
@@ -59,14 +59,14 @@
  * over-limit answers) and allows two descriptors per connection (client + upstream). Past the
  * limit up to VG_CONN_BUSY_RESERVE more connections are accepted only to be answered 503
  * (a TLS client needs a handshake to read it); beyond that an accepted socket is closed. */
-#define VG_CONN_FD_RESERVE    128
-#define VG_CONN_BUSY_RESERVE  64
-#define VG_CONN_MAX_LIMIT     1000000
+#define VG_CONN_FD_RESERVE   128
+#define VG_CONN_BUSY_RESERVE 64
+#define VG_CONN_MAX_LIMIT    1000000
 
 /* Reflection masking (SPEC §4, proxy/mask.c). A form of a secret is at most three times the
  * secret (percent-encoding); base64 of user:secret (user <= 256) stays below that. Decoded
  * gzip/deflate output per response is capped: past it the response is aborted. */
-#define VG_MASK_FORM_MAX         (3 * VG_SECRET_MAX_BYTES)
-#define VG_MASK_DECODE_MAX       ((size_t)1 << 30)
+#define VG_MASK_FORM_MAX   (3 * VG_SECRET_MAX_BYTES)
+#define VG_MASK_DECODE_MAX ((size_t)1 << 30)
 
 #endif

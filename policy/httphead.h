@@ -22,13 +22,13 @@ struct http_field {
 
 struct http_head {
     /* request line (requests) */
-    const char *method;   /* e.g. "GET" */
-    const char *target;   /* origin-form "/path?query", or as received for other forms */
+    const char *method; /* e.g. "GET" */
+    const char *target; /* origin-form "/path?query", or as received for other forms */
     size_t target_len;
-    int version_minor;    /* 0 for HTTP/1.0, 1 for HTTP/1.1 */
+    int version_minor; /* 0 for HTTP/1.0, 1 for HTTP/1.1 */
     /* status line (responses) */
-    int status;           /* e.g. 200 */
-    const char *reason;   /* reason phrase, may be empty */
+    int status;         /* e.g. 200 */
+    const char *reason; /* reason phrase, may be empty */
     struct http_field *fields;
     size_t nfields;
     size_t fields_cap;
@@ -56,8 +56,8 @@ int httphead_set_request_line(struct http_head *h, const char *method, size_t ml
                               const char *target, size_t tlen, int version_minor);
 
 /* Sets version/status/reason of a response head (copies). 0 or -1. */
-int httphead_set_status_line(struct http_head *h, int version_minor, int status,
-                             const char *reason, size_t rlen);
+int httphead_set_status_line(struct http_head *h, int version_minor, int status, const char *reason,
+                             size_t rlen);
 
 /* Replaces the target (copies). 0 or -1. */
 int httphead_set_target(struct http_head *h, const char *target, size_t tlen);

@@ -34,8 +34,7 @@ struct admin;
 int admin_addr_check(const char *addr, bool allow_remote, char *err, size_t errlen);
 
 /* Binds addr and starts the admin thread. NULL + err when it cannot bind (the caller exits 4). */
-struct admin *admin_start(const char *addr, const struct admin_ops *ops, char *err,
-                          size_t errlen);
+struct admin *admin_start(const char *addr, const struct admin_ops *ops, char *err, size_t errlen);
 
 /* Stops the thread, closes the socket (and unlinks a unix socket), frees; NULLs *ap. */
 void admin_stop(struct admin **ap);

@@ -183,8 +183,8 @@ static void render_sandbox(struct nft_buf *b, const struct nft_opts *o)
     emit(b, "\t\toifname \"lo\" accept\n");
     emit(b, "\t\tmeta nfproto %s tcp dport 443 counter dnat %s to %s%s%s:%d\n",
          v6 ? "ipv6" : "ipv4", nat, v6 ? "[" : "", o->proxy_ip, v6 ? "]" : "", o->https_port);
-    emit(b, "\t\tmeta nfproto %s tcp dport 80 counter dnat %s to %s%s%s:%d\n",
-         v6 ? "ipv6" : "ipv4", nat, v6 ? "[" : "", o->proxy_ip, v6 ? "]" : "", o->http_port);
+    emit(b, "\t\tmeta nfproto %s tcp dport 80 counter dnat %s to %s%s%s:%d\n", v6 ? "ipv6" : "ipv4",
+         nat, v6 ? "[" : "", o->proxy_ip, v6 ? "]" : "", o->http_port);
     emit(b, "\t}\n\n");
     emit(b, "\t# Everything else leaving this namespace is dropped and counted.\n");
     emit(b, "\tchain output_filter {\n");
@@ -244,11 +244,16 @@ static int nft_apply(const char *text, size_t len)
 static int parse_opts(int argc, char **argv, struct nft_opts *o)
 {
     static const struct option longopts[] = {
-        {"vault", required_argument, NULL, 'v'},     {"where", required_argument, NULL, 'w'},
-        {"proxy-ip", required_argument, NULL, 'p'},  {"https-port", required_argument, NULL, 's'},
-        {"http-port", required_argument, NULL, 't'}, {"dns", required_argument, NULL, 'd'},
-        {"sandbox-if", required_argument, NULL, 'i'}, {"apply", no_argument, NULL, 'a'},
-        {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
+        {"vault", required_argument, NULL, 'v'},
+        {"where", required_argument, NULL, 'w'},
+        {"proxy-ip", required_argument, NULL, 'p'},
+        {"https-port", required_argument, NULL, 's'},
+        {"http-port", required_argument, NULL, 't'},
+        {"dns", required_argument, NULL, 'd'},
+        {"sandbox-if", required_argument, NULL, 'i'},
+        {"apply", no_argument, NULL, 'a'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     int c;
 

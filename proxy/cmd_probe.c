@@ -156,8 +156,8 @@ static int probe_tls(const struct probe_opts *o, char *reason, size_t rlen)
             got += (size_t)n;
             continue;
         }
-        if (SSL_get_error(ssl, n) == SSL_ERROR_ZERO_RETURN || SSL_get_error(ssl, n) ==
-            SSL_ERROR_SYSCALL)
+        if (SSL_get_error(ssl, n) == SSL_ERROR_ZERO_RETURN ||
+            SSL_get_error(ssl, n) == SSL_ERROR_SYSCALL)
             break;
         if (wait_ssl(ssl, n, fd, deadline) != 0)
             break;
@@ -222,21 +222,23 @@ static int parse_target(const char *s, struct probe_opts *o)
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: vaultgate probe [--target IP] [--timeout S] [--ca FILE]\n"
-                 "\n"
-                 "Run inside a sandbox after wiring it: exits 0 only if TLS to TARGET:443\n"
-                 "reaches vaultgate (it answers " PROBE_HOST
-                 " with 204) and TCP to TARGET:22 fails.\n"
-                 "  --target IP   an address that is never routed (default 192.0.2.1)\n"
-                 "  --timeout S   seconds for each check (default 3)\n"
-                 "  --ca FILE     also verify vaultgate's certificate against this CA\n");
+    fprintf(out,
+            "usage: vaultgate probe [--target IP] [--timeout S] [--ca FILE]\n"
+            "\n"
+            "Run inside a sandbox after wiring it: exits 0 only if TLS to TARGET:443\n"
+            "reaches vaultgate (it answers " PROBE_HOST " with 204) and TCP to TARGET:22 fails.\n"
+            "  --target IP   an address that is never routed (default 192.0.2.1)\n"
+            "  --timeout S   seconds for each check (default 3)\n"
+            "  --ca FILE     also verify vaultgate's certificate against this CA\n");
 }
 
 int cmd_probe(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"target", required_argument, NULL, 't'}, {"timeout", required_argument, NULL, 'w'},
-        {"ca", required_argument, NULL, 'c'},     {"help", no_argument, NULL, 'h'},
+        {"target", required_argument, NULL, 't'},
+        {"timeout", required_argument, NULL, 'w'},
+        {"ca", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct probe_opts o = {.timeout = 3.0};
@@ -276,7 +278,7 @@ int cmd_probe(int argc, char **argv)
         fprintf(stderr, "vaultgate probe: FAIL: %s\n", reason);
         return EXIT_RUNTIME;
     }
-    printf("vaultgate probe: ok: %s:443 reaches vaultgate, %s:22 is unreachable\n",
-           o.target_text, o.target_text);
+    printf("vaultgate probe: ok: %s:443 reaches vaultgate, %s:22 is unreachable\n", o.target_text,
+           o.target_text);
     return EXIT_OK;
 }

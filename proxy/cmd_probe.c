@@ -18,6 +18,7 @@
 #include <getopt.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,6 +246,8 @@ int cmd_probe(int argc, char **argv)
     char reason[512], *end;
     int c;
 
+    /* A peer that closes early must give a reason line, not a death by SIGPIPE. */
+    signal(SIGPIPE, SIG_IGN);
     parse_target("192.0.2.1", &o);
     opterr = 0;
     optind = 1;

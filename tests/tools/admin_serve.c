@@ -12,6 +12,7 @@
 #include "proxy/admin.h"
 #include "proxy/metrics.h"
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -69,6 +70,8 @@ int main(int argc, char **argv)
     struct admin *ad;
     char err[512], buf[256];
 
+    /* as in vaultgate run: a client that goes away must not kill the server */
+    signal(SIGPIPE, SIG_IGN);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--check") == 0)
             check = true;

@@ -621,7 +621,7 @@ static int llhttp_agrees(struct http1_parser *p, const char *h, size_t n,
     llhttp_init(&lp, p->kind == HTTP1_REQUEST ? HTTP_REQUEST : HTTP_RESPONSE, &llhttp_cfg);
     e = llhttp_execute(&lp, h, n);
     if (e == HPE_INVALID_METHOD)
-        return fail(p, 501, "method not implemented");
+        return fail(p, 501, "method not recognised");
     if (e != HPE_PAUSED || llhttp_get_error_pos(&lp) != h + n)
         return fail(p, 400, "malformed head");
     if (lp.http_major != 1 || lp.http_minor != hi->minor)

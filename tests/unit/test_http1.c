@@ -230,7 +230,7 @@ static const struct bad_case bad_requests[] = {
     BAD("method not a token", "G(T / HTTP/1.1\r\nHost: a.example\r\n\r\n", 400,
         "method is not a token"),
     BAD("unknown method", "FROB / HTTP/1.1\r\nHost: a.example\r\n\r\n", 501,
-        "method not implemented"),
+        "method not recognised"),
     BAD("TRACE", "TRACE / HTTP/1.1\r\nHost: a.example\r\n\r\n", 405, "TRACE not allowed"),
     BAD("target neither origin nor absolute", "GET a/b HTTP/1.1\r\nHost: a.example\r\n\r\n", 400,
         "bad request target"),

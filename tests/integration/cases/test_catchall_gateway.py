@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 
+import catchall
 import netns
 import vgtest as t
 
@@ -29,19 +30,8 @@ except netns.Unavailable as e:
 
 SECRET = "sk-canary-SECRET-catchall-0007"
 try:
-    # Everything this process starts from here on (fake upstream, vaultgate) lives in the gateway.
-    netns.enter(topo.gw_ns)
-    d = t.tmpdir()
-    certs = t.make_certs(d, ["api.example.test"])
-    up = t.FakeUpstream(certs["cert"], certs["key"], t.echo_handler)
-    vault = t.example_vault(run_id="run-catchall-1", default="block",
-                            secrets={"API_KEY": {"value": SECRET}}, hosts={})
-    vg = t.Vaultgate(d, vault, pins=[up.pin("api.example.test")], upstream_ca=certs["ca"],
-                     audit="sqlite", http=True)
-    vg.args[vg.args.index("--listen-https") + 1] = "0.0.0.0:8443"
-    vg.args[vg.args.index("--listen-http") + 1] = "0.0.0.0:8080"
-    vg.port, vg.http_port = 8443, 8080
-    vg.start()
+    # Everything this process starts from here on lives in the gateway namespace.
+    up, vg = catchall.start_gateway(topo, "run-catchall-1", SECRET, audit="sqlite")
 
     p = subprocess.run([t.VG_BIN, "nft", "--vault", vg.vault_path, "--where", "gateway",
                         "--sandbox-if", topo.gw_if, "--https-port", "8443", "--http-port",

@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 
+import catchall
 import netns
 import vgtest as t
 
@@ -22,18 +23,7 @@ except netns.Unavailable as e:
 
 SECRET = "sk-canary-SECRET-sandbox-0011"
 try:
-    netns.enter(topo.gw_ns)
-    d = t.tmpdir()
-    certs = t.make_certs(d, ["api.example.test"])
-    up = t.FakeUpstream(certs["cert"], certs["key"], t.echo_handler)
-    vault = t.example_vault(run_id="run-sandbox-1", default="block",
-                            secrets={"API_KEY": {"value": SECRET}}, hosts={})
-    vg = t.Vaultgate(d, vault, pins=[up.pin("api.example.test")], upstream_ca=certs["ca"],
-                     audit="sqlite", http=True)
-    vg.args[vg.args.index("--listen-https") + 1] = "0.0.0.0:8443"
-    vg.args[vg.args.index("--listen-http") + 1] = "0.0.0.0:8080"
-    vg.port, vg.http_port = 8443, 8080
-    vg.start()
+    up, vg = catchall.start_gateway(topo, "run-sandbox-1", SECRET, audit="sqlite")
 
     r = topo.sb(t.VG_BIN, "nft", "--vault", vg.vault_path, "--where", "sandbox", "--proxy-ip",
                 netns.GATEWAY_ADDR, "--https-port", "8443", "--http-port", "8080", "--apply",

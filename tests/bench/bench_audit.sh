@@ -17,7 +17,7 @@
 set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${1:-$SRC/build}
+BUILD=$(cd "${1:-$SRC/build}" && pwd)
 VG=${VG:-$BUILD/proxy/vaultgate}
 SECS=${SECS:-10}
 CONNS=${CONNS:-32}
@@ -37,7 +37,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+. "$SRC/tests/bench/lib.sh"
 cat >"$W/vault.json" <<EOF
 {"version": 1, "run": {"id": "bench-audit", "user": "bench"},
  "secrets": {}, "rules": [],
@@ -60,7 +60,6 @@ end
 EOF
 
 TICK=$(getconf CLK_TCK)
-cpu_of() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 declare -A RPS RPS_CPU ROWS
 
 run() { # audit mix

@@ -30,7 +30,7 @@
 set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${1:-$SRC/build}
+BUILD=$(cd "${1:-$SRC/build}" && pwd)
 VG=${VG:-$BUILD/proxy/vaultgate}
 SECS=${SECS:-10}
 CONNS=${CONNS:-64}
@@ -65,58 +65,20 @@ for p in $PROXIES; do
 done
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
-W=$(mktemp -d /tmp/vgbench.XXXXXX)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    sleep 0.3
-    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-    [ -n "${KEEP:-}" ] && echo "kept $W" >&2 || rm -rf "$W"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+. "$SRC/tests/bench/lib.sh"
+bench_workdir vgbench
 
 # ---- certificates: test CA, upstream leaf, proxy leaf (all ECDSA P-256) ----
-cd "$W"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem \
-    -days 2 -subj /CN=bench-ca -addext basicConstraints=critical,CA:TRUE \
-    -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
-leaf() { # name sans
-    printf 'subjectAltName=%s\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' "$2" >"$1.ext"
-    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$1.key" \
-        -out "$1.csr" -subj "/CN=$1" 2>/dev/null
-    openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -out "$1.pem" \
-        -days 2 -sha256 -extfile "$1.ext" 2>/dev/null
-}
-leaf up "DNS:api.example.test,IP:127.0.0.1,IP:$UP_ADDR"
-leaf px "IP:127.0.0.1"
+bench_ca bench-ca
+bench_leaf up "DNS:api.example.test,IP:127.0.0.1,IP:$UP_ADDR"
+bench_leaf px "IP:127.0.0.1"
 cat px.pem ca.pem >px-chain.pem # leaf + issuer, like vaultgate's leaf + intermediate
 cat px-chain.pem px.key >px-haproxy.pem
 cc -O2 -o "$W/hsclient" "$SRC/tests/bench/hsclient.c" -lssl -lcrypto -lpthread
 cc -O2 -o "$W/idleclient" "$SRC/tests/bench/idleclient.c" -lssl -lcrypto
 
 # ---- upstream: nginx, static 3-byte answer over TLS ----
-mkdir -p up
-cat >up/nginx.conf <<EOF
-worker_processes 1;
-daemon off;
-pid $W/up/nginx.pid;
-error_log $W/up/error.log warn;
-events { worker_connections 8192; }
-http {
-    access_log off;
-    keepalive_requests 10000000;
-    server {
-        listen $UP_ADDR:443 ssl reuseport;
-        ssl_certificate $W/up.pem;
-        ssl_certificate_key $W/up.key;
-        location / { return 200 "ok\n"; }
-    }
-}
-EOF
-taskset -c "$LOAD_CPU" nginx -c "$W/up/nginx.conf" -p "$W/up" 2>"$W/up/stderr" &
-PIDS+=($!)
+bench_upstream "$UP_ADDR" ok
 
 # ---- the proxies under test; each start_<name> sets PORT and PROXY_PIDS ----
 start_nginx() {
@@ -210,15 +172,6 @@ get() {
     printf 'GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' |
         timeout 5 openssl s_client -quiet -connect "127.0.0.1:$PORT" -servername 127.0.0.1 \
             2>/dev/null || true # s_client fails on a close without close_notify (mitmproxy)
-}
-# CPU seconds (utime+stime) of processes and their threads.
-cpu_of() {
-    local total=0 p
-    for p in "$@"; do
-        [ -r "/proc/$p/stat" ] || continue
-        total=$(awk -v t="$total" '{ print t + ($14 + $15) }' "/proc/$p/stat")
-    done
-    echo "$total"
 }
 rss_of() { # KiB
     local total=0 p

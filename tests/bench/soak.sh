@@ -38,50 +38,14 @@ for t in nginx wrk openssl taskset curl python3; do
 done
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
-W=$(mktemp -d /tmp/vgsoak.XXXXXX)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    sleep 0.3
-    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-    if [ -n "${KEEP:-}" ]; then echo "kept $W" >&2; else rm -rf "$W"; fi
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+. "$SRC/tests/bench/lib.sh"
+bench_workdir vgsoak
 now() { date +%s.%N; }
 
-# ---- certificates: test CA and the upstream's leaf ----
-cd "$W"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem \
-    -days 2 -subj /CN=soak-ca -addext basicConstraints=critical,CA:TRUE \
-    -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >up.ext
-openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout up.key -out up.csr \
-    -subj /CN=up 2>/dev/null
-openssl x509 -req -in up.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out up.pem -days 2 \
-    -sha256 -extfile up.ext 2>/dev/null
-
-# ---- upstream: nginx, a small answer over TLS ----
-mkdir -p up
-cat >up/nginx.conf <<NGINX
-worker_processes 1;
-daemon off;
-pid $W/up/nginx.pid;
-error_log $W/up/error.log warn;
-events { worker_connections 8192; }
-http {
-    access_log off;
-    keepalive_requests 10000000;
-    server {
-        listen $UP_ADDR:443 ssl reuseport;
-        ssl_certificate $W/up.pem;
-        ssl_certificate_key $W/up.key;
-        location / { return 200 "soak ok\n"; }
-    }
-}
-NGINX
-taskset -c "$LOAD_CPU" nginx -c "$W/up/nginx.conf" -p "$W/up" 2>"$W/up/stderr" &
-PIDS+=($!)
+# ---- certificates and upstream: test CA, the upstream's leaf, nginx answering over TLS ----
+bench_ca soak-ca
+bench_leaf up "IP:127.0.0.1"
+bench_upstream "$UP_ADDR" "soak ok"
 
 # ---- vaultgate ----
 PORT=$(free_port)

@@ -573,18 +573,7 @@ class Vaultgate:
         s = self.tls_client(sni, timeout, verify)
         try:
             s.sendall(data)
-            out = b""
-            while True:
-                try:
-                    d = s.recv(65536)
-                except socket.timeout:
-                    break
-                except (ssl.SSLError, ConnectionResetError):
-                    break
-                if not d:
-                    break
-                out += d
-            return out
+            return read_until_close(s)
         finally:
             s.close()
 
@@ -593,16 +582,7 @@ class Vaultgate:
         s = socket.create_connection(("127.0.0.1", self.http_port), timeout=timeout)
         try:
             s.sendall(data)
-            out = b""
-            while True:
-                try:
-                    d = s.recv(65536)
-                except (socket.timeout, ConnectionResetError):
-                    break
-                if not d:
-                    break
-                out += d
-            return out
+            return read_until_close(s)
         finally:
             s.close()
 

@@ -275,21 +275,26 @@ out:
     return rc;
 }
 
-static int name_eq(const struct http_field *f, const char *name, size_t len)
+int httphead_name_eq(const char *a, size_t alen, const char *b, size_t blen)
 {
-    if (f->name_len != len)
+    if (alen != blen)
         return 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char a = (unsigned char)f->name[i], b = (unsigned char)name[i];
+    for (size_t i = 0; i < alen; i++) {
+        unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
 
-        if (a >= 'A' && a <= 'Z')
-            a = (unsigned char)(a - 'A' + 'a');
-        if (b >= 'A' && b <= 'Z')
-            b = (unsigned char)(b - 'A' + 'a');
-        if (a != b)
+        if (x >= 'A' && x <= 'Z')
+            x = (unsigned char)(x - 'A' + 'a');
+        if (y >= 'A' && y <= 'Z')
+            y = (unsigned char)(y - 'A' + 'a');
+        if (x != y)
             return 0;
     }
     return 1;
+}
+
+static int name_eq(const struct http_field *f, const char *name, size_t len)
+{
+    return httphead_name_eq(f->name, f->name_len, name, len);
 }
 
 size_t httphead_remove(struct http_head *h, const char *name)

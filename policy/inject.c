@@ -15,37 +15,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int ieq(const char *a, size_t alen, const char *b)
-{
-    size_t blen = strlen(b);
-
-    if (alen != blen)
-        return 0;
-    for (size_t i = 0; i < alen; i++) {
-        unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
-
-        if (x >= 'A' && x <= 'Z')
-            x = (unsigned char)(x - 'A' + 'a');
-        if (y >= 'A' && y <= 'Z')
-            y = (unsigned char)(y - 'A' + 'a');
-        if (x != y)
-            return 0;
-    }
-    return 1;
-}
-
 /* Replaces every field `name` by one `name: value` at the position of the first of them. */
 static int set_header(struct http_head *h, const char *name, const char *value, size_t vlen)
 {
-    size_t first = SIZE_MAX, last;
+    size_t first = SIZE_MAX, last, nlen = strlen(name);
     struct http_field f;
 
     for (size_t i = 0; i < h->nfields && first == SIZE_MAX; i++) {
-        if (ieq(h->fields[i].name, h->fields[i].name_len, name))
+        if (httphead_name_eq(h->fields[i].name, h->fields[i].name_len, name, nlen))
             first = i;
     }
     httphead_remove(h, name);
-    if (httphead_add(h, name, strlen(name), value, vlen) != 0)
+    if (httphead_add(h, name, nlen, value, vlen) != 0)
         return -1;
     last = h->nfields - 1;
     if (first != SIZE_MAX && first < last) {

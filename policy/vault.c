@@ -8,6 +8,7 @@
  * secrets are removed from the environment once read.
  */
 #include "policy/vault.h"
+#include "policy/httphead.h"
 #include "policy/secretsrc.h"
 #include "common/caps.h"
 #include "common/secmem.h"
@@ -318,21 +319,6 @@ static int is_tchar(unsigned char ch)
            (ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
 }
 
-static int ascii_ieq(const char *a, const char *b)
-{
-    for (; *a != '\0' && *b != '\0'; a++, b++) {
-        unsigned char x = (unsigned char)*a, y = (unsigned char)*b;
-
-        if (x >= 'A' && x <= 'Z')
-            x = (unsigned char)(x - 'A' + 'a');
-        if (y >= 'A' && y <= 'Z')
-            y = (unsigned char)(y - 'A' + 'a');
-        if (x != y)
-            return 0;
-    }
-    return *a == *b;
-}
-
 int vault_header_name_ok(const char *name, const char **why)
 {
     size_t n = strlen(name);
@@ -353,7 +339,8 @@ int vault_header_name_ok(const char *name, const char **why)
         return 0;
     }
     for (size_t i = 0; i < sizeof(forbidden_headers) / sizeof(forbidden_headers[0]); i++) {
-        if (ascii_ieq(name, forbidden_headers[i])) {
+        if (httphead_name_eq(name, strlen(name), forbidden_headers[i],
+                             strlen(forbidden_headers[i]))) {
             *why = "is a hop-by-hop, framing or routing header";
             return 0;
         }

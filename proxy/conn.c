@@ -663,6 +663,26 @@ static int conn_request_rewrite(struct conn *c, struct http_head *h,
     return 0;
 }
 
+int conn_decide(struct conn *c, struct policy_decision *dec)
+{
+    struct listen_worker *w = c->w;
+
+    /* the snapshot this request keeps until it ends */
+    if (c->policy != listen_worker_policy(w)) {
+        /* only after a reload: the same snapshot needs no unref/ref pair (two atomics) */
+        policy_unref(&c->policy);
+        c->policy = policy_ref(w->policy);
+    }
+    c->policy_gen = w->policy_gen;
+    policy_decide(c->policy, c->host, dec);
+    if (dec->verdict != POLICY_BLOCK)
+        return 0;
+    c->mdec = METRICS_D_BLOCK;
+    conn_record_refusal(c, c->host);
+    conn_respond_error(c, 403, "http_request_denied", "host blocked by policy", "blocked");
+    return -1;
+}
+
 /* A request head arrived: check, decide, rewrite, then ask for an upstream connection. */
 static void conn_request_head(struct conn *c)
 {
@@ -676,20 +696,8 @@ static void conn_request_head(struct conn *c)
     c->mdec = METRICS_D_ERROR;
     if (conn_request_checks(c, h) < 0)
         return;
-    /* the snapshot this request keeps until it ends */
-    if (c->policy != listen_worker_policy(w)) {
-        /* only after a reload: the same snapshot needs no unref/ref pair (two atomics) */
-        policy_unref(&c->policy);
-        c->policy = policy_ref(w->policy);
-    }
-    c->policy_gen = w->policy_gen;
-    policy_decide(c->policy, c->host, &dec);
-    if (dec.verdict == POLICY_BLOCK) {
-        c->mdec = METRICS_D_BLOCK;
-        conn_record_refusal(c, c->host);
-        conn_respond_error(c, 403, "http_request_denied", "host blocked by policy", "blocked");
+    if (conn_decide(c, &dec) < 0)
         return;
-    }
     if (conn_request_rewrite(c, h, &dec) < 0)
         return;
     /* a rule's host is only ever reached over TLS on 443, whatever listener it came in on */

@@ -139,6 +139,9 @@ void conn_log_request(struct conn *c, const char *route, const char *reason);
 void conn_respond_error(struct conn *c, int status, const char *type, const char *details,
                         const char *reason);
 void conn_record_refusal(struct conn *c, const char *host);
+/* The decision for c->host on the worker's current policy snapshot (which c then keeps). On
+ * block: answers 403, records the refusal and returns -1; else 0 with *dec filled. */
+int conn_decide(struct conn *c, struct policy_decision *dec);
 void conn_client_input(struct conn *c);
 void conn_update_reading(struct conn *c);
 

@@ -372,16 +372,8 @@ void conn_proxy_connect(struct conn *c)
                            "connect_port");
         return;
     }
-    policy_unref(&c->policy);
-    c->policy = policy_ref(listen_worker_policy(c->w));
-    c->policy_gen = c->w->policy_gen;
-    policy_decide(c->policy, c->host, &dec);
-    if (dec.verdict == POLICY_BLOCK) {
-        c->mdec = METRICS_D_BLOCK;
-        conn_record_refusal(c, c->host);
-        conn_respond_error(c, 403, "http_request_denied", "host blocked by policy", "blocked");
+    if (conn_decide(c, &dec) < 0)
         return;
-    }
     evbuffer_add(c->client.stage, established, sizeof(established) - 1);
     conn_push(&c->client);
     c->host_fixed = true;

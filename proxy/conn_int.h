@@ -22,6 +22,7 @@
 
 struct mask;
 struct mask_decoder;
+struct wsmask;
 
 /* Timeouts of SPEC §4, in seconds. */
 #define CONN_T_HANDSHAKE 10
@@ -75,6 +76,7 @@ struct conn {
     bool tunnel_eof;   /* CONNECT tunnel: one side closed, flushing the other */
     bool ws;           /* the current request asks for a WebSocket upgrade */
     bool ws_switch;    /* the upstream answered 101: splice once the head is out */
+    bool ws_bad_ext;   /* a credentialed 101 named an extension: close 1002 after the head */
     int default_port;  /* the port a Host may name besides none and the listener's own */
     bool handshake_done;
     bool draining;             /* stop requested: close after the current response */
@@ -113,6 +115,7 @@ struct conn {
     bool masking;        /* this request carried the secret: its response is masked */
     uint64_t policy_gen; /* generation of c->policy */
     struct mask_decoder *dec;
+    struct wsmask *wsm;       /* a credentialed WebSocket after 101: its server frames, masked */
     struct evbuffer *scratch; /* decoded / masked bytes on their way to the client */
     int resp_err_status;      /* set by a response callback that aborts the parse */
     const char *resp_err_type;

@@ -19,6 +19,7 @@
 #include "ca/ca.h"
 #include "common/caps.h"
 #include "proxy/mask.h"
+#include "proxy/wsmask.h"
 #include "proxy/tls.h"
 
 #include <stdio.h>
@@ -118,8 +119,10 @@ static void tunnel_finish(struct conn *c, const char *reason)
 }
 
 /*
- * Server-to-client bytes of a credentialed WebSocket pass the reflection masker (frames keep
- * their length; compression was not offered). 0 or -1.
+ * Server-to-client bytes of a credentialed WebSocket go through its message masker
+ * (wsmask.c): frames keep their headers, a secret cut across the frames of a message is
+ * masked, and each message is delivered whole when it ends. 0, or -1 when the server broke the
+ * protocol (nothing of that frame was passed on).
  */
 static int tunnel_mask(struct conn *c, struct evbuffer *in, struct evbuffer *out)
 {
@@ -127,11 +130,43 @@ static int tunnel_mask(struct conn *c, struct evbuffer *in, struct evbuffer *out
         struct evbuffer_iovec v;
 
         if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 ||
-            mask_feed(c->mask, v.iov_base, v.iov_len, out) < 0)
+            wsmask_feed(c->wsm, v.iov_base, v.iov_len, out) < 0)
             return -1;
         evbuffer_drain(in, v.iov_len);
     }
     return 0;
+}
+
+/* Pending output of one side (0 once that side is gone). */
+static size_t tunnel_out(const struct conn_end *e)
+{
+    return e->bev != NULL ? evbuffer_get_length(bufferevent_get_output(e->bev)) : 0;
+}
+
+/* Stops reading both sides; the tunnel ends once what is queued for either side is out. */
+static void tunnel_wind_down(struct conn *c, const char *reason)
+{
+    c->tunnel_eof = true;
+    bufferevent_disable(c->client.bev, EV_READ);
+    if (c->upstream.bev != NULL)
+        bufferevent_disable(c->upstream.bev, EV_READ);
+    if (tunnel_out(&c->client) == 0 && tunnel_out(&c->upstream) == 0)
+        tunnel_finish(c, reason);
+}
+
+/*
+ * The server of a credentialed WebSocket broke the protocol (or went away inside a message):
+ * the client gets the frames begun completed with '*' and a 1002 close, the upstream is cut.
+ */
+static void tunnel_ws_fail(struct conn *c)
+{
+    conn_log(c, LOG_INFO, "websocket_closed", "upstream_protocol", NULL);
+    if (wsmask_fail(c->wsm, bufferevent_get_output(c->client.bev)) < 0) {
+        tunnel_finish(c, "tunnel_error");
+        return;
+    }
+    conn_drop_upstream(c, true);
+    tunnel_wind_down(c, "websocket_protocol");
 }
 
 static void tunnel_read_cb(struct bufferevent *bev, void *arg)
@@ -142,13 +177,17 @@ static void tunnel_read_cb(struct bufferevent *bev, void *arg)
     size_t n = evbuffer_get_length(in);
 
     conn_enter(c);
+    if (c->tunnel_eof && dst->bev == NULL) {
+        evbuffer_drain(in, n); /* winding down: the other side is gone */
+        goto out;
+    }
     if (bev == c->client.bev)
         c->bytes_in += (int64_t)n;
     else
         c->bytes_out += (int64_t)n;
-    if (c->masking && bev == c->upstream.bev) {
+    if (c->wsm != NULL && bev == c->upstream.bev) {
         if (tunnel_mask(c, in, bufferevent_get_output(dst->bev)) < 0) {
-            tunnel_finish(c, "tunnel_error");
+            tunnel_ws_fail(c);
             goto out;
         }
     } else {
@@ -175,8 +214,7 @@ static void tunnel_write_cb(struct bufferevent *bev, void *arg)
         bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
         bufferevent_enable(src->bev, EV_READ);
     }
-    if (c->tunnel_eof && evbuffer_get_length(bufferevent_get_output(c->client.bev)) == 0 &&
-        evbuffer_get_length(bufferevent_get_output(c->upstream.bev)) == 0)
+    if (c->tunnel_eof && tunnel_out(&c->client) == 0 && tunnel_out(&c->upstream) == 0)
         tunnel_finish(c, "tunnel_closed");
     conn_leave(c);
 }
@@ -191,17 +229,12 @@ static void tunnel_event_cb(struct bufferevent *bev, short what, void *arg)
         tunnel_read_cb(bev, arg);
         if (c->state == CONN_S_CLOSED)
             goto out;
-        if (c->masking && bev == c->upstream.bev &&
-            mask_finish(c->mask, bufferevent_get_output(c->client.bev)) < 0) {
-            tunnel_finish(c, "tunnel_error");
+        if (c->wsm != NULL && bev == c->upstream.bev && wsmask_in_message(c->wsm)) {
+            /* the server went away inside a frame or message: what is held never leaves */
+            tunnel_ws_fail(c);
             goto out;
         }
-        c->tunnel_eof = true;
-        bufferevent_disable(c->client.bev, EV_READ);
-        bufferevent_disable(c->upstream.bev, EV_READ);
-        if (evbuffer_get_length(bufferevent_get_output(c->client.bev)) == 0 &&
-            evbuffer_get_length(bufferevent_get_output(c->upstream.bev)) == 0)
-            tunnel_finish(c, "tunnel_closed");
+        tunnel_wind_down(c, "tunnel_closed");
     } else {
         tunnel_finish(c, (what & BEV_EVENT_TIMEOUT) ? "tunnel_idle" : "tunnel_error");
     }

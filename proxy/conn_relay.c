@@ -15,6 +15,7 @@
 #include "common/caps.h"
 #include "policy/inject.h"
 #include "proxy/mask.h"
+#include "proxy/wsmask.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@ void conn_drop_mask(struct conn *c)
     c->mask_clean = false;
     mask_free(&c->mask);
     mask_decoder_free(&c->dec);
+    wsmask_free(&c->wsm);
     if (c->scratch != NULL) {
         evbuffer_free(c->scratch);
         c->scratch = NULL;
@@ -72,11 +74,24 @@ int conn_mask_setup(struct conn *c, struct http_head *h)
     return c->mask != NULL && c->scratch != NULL ? 0 : -1;
 }
 
-/* A 101 for the WebSocket the client asked for: passed on; the splice starts after it. */
+/*
+ * A 101 for the WebSocket the client asked for: passed on; the splice starts after it. A
+ * credentialed one is masked message by message (wsmask.c); vaultgate offered no extension, so
+ * a 101 that names one is passed on without it and the connection is then closed with 1002.
+ */
 static int resp_ws_head(struct conn *c, struct http_head *h)
 {
-    if (c->masking)
+    if (c->masking) {
+        struct inject_form forms[INJECT_MAX_FORMS];
+        size_t n = inject_forms(c->policy, c->rule, forms);
+
         mask_head(c->mask, h);
+        c->ws_bad_ext = httphead_get(h, "Sec-WebSocket-Extensions") != NULL;
+        httphead_remove(h, "Sec-WebSocket-Extensions");
+        c->wsm = wsmask_new(forms, n);
+        if (c->wsm == NULL)
+            return -1;
+    }
     http1_strip_hop_by_hop(h, true);
     c->status = 101;
     c->ws_switch = true;
@@ -350,6 +365,13 @@ void conn_upstream_input(struct conn *c)
         metrics_request(c->w->id, c->mdec, 101, conn_elapsed(&c->t_start));
         audit_route(c->w->sh->audit, c->w->id, c->host,
                     c->route_tunnel ? AUDIT_ROUTE_TUNNEL : AUDIT_ROUTE_DIRECT);
+        if (c->ws_bad_ext) {
+            /* an extension vaultgate did not offer: the masker could not read its frames */
+            conn_log_request(c, c->route_tunnel ? "tunnel" : "direct", "websocket_extension");
+            wsmask_close_frame(c->client.stage, WSMASK_CLOSE_PROTOCOL);
+            conn_flush_close(c);
+            return;
+        }
         conn_log_request(c, c->route_tunnel ? "tunnel" : "direct", "websocket");
         conn_tunnel_start(c);
         return;

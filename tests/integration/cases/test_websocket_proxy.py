@@ -17,8 +17,7 @@ UPG = (b"GET /ws%d HTTP/1.1\r\nHost: api.example.test\r\nUpgrade: websocket\r\n"
 
 
 def handler(req, ci):
-    return [b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            b"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n", ("raw_echo",)]
+    return [t.WS_101, ("ws_echo", 5)]
 
 
 def ws_session(s, n):
@@ -34,19 +33,18 @@ def ws_session(s, n):
     t.check(req.target == "/ws%d" % n and req.header("Authorization") == ["Bearer " + SECRET],
             "upgrade request upstream: %r" % req.raw_head)
     t.check(req.header("Upgrade") == ["websocket"], "Upgrade not forwarded")
-    # a masked client frame "hi <secret>" (opcode text, mask key 0) and a plain one
+    # a masked client frame "hi <secret>" and a plain one; the upstream echoes each message
+    # in 5-byte frames, masked as a whole by vaultgate
+    reader = t.WsReader(lambda: s.recv(65536), rest)
     for payload in (b"hi " + SECRET.encode(), b"second frame"):
-        frame = bytes([0x81, 0x80 | len(payload)]) + b"\0\0\0\0" + payload
-        s.sendall(frame)
-        got = rest
-        rest = b""
-        while len(got) < len(frame):
-            x = s.recv(65536)
-            t.check(x, "connection closed during the echo")
-            got += x
-        want = frame.replace(SECRET.encode(), b"*" * len(SECRET))
+        s.sendall(t.ws_frame(payload, 1, mask_key=b"\x0a\x0b\x0c\x0d"))
+        want = t.ws_frames(payload.replace(SECRET.encode(), b"*" * len(SECRET)), 1, 5)
+        got = b""
+        while len(got) < len(want):
+            f = reader.frame()
+            t.check(f is not None, "connection closed during the echo")
+            got += f[5]
         t.check(got == want, "echo %r, wanted %r" % (got, want))
-
 
 t.require_binary()
 d = t.tmpdir()

@@ -394,6 +394,18 @@ class FakeUpstream:
                         time.sleep(a[1])
                     elif a[0] == "close":
                         return
+                    elif a[0] == "ws_echo":
+                        # after a 101: read client frames, send each message back in server
+                        # frames of at most a[1] payload bytes, until EOF or a close frame
+                        reader = WsReader(lambda: more(), buf)
+                        while True:
+                            msg = reader.message()
+                            if msg is None:
+                                return
+                            op, payload = msg
+                            s.sendall(ws_frames(payload, op, a[1]))
+                            if op == 8:
+                                return
                     elif a[0] == "raw_echo":
                         # after a 101: send back every byte that arrives, until EOF
                         if buf:
@@ -414,6 +426,103 @@ class FakeUpstream:
     def all_bytes(self):
         with self.lock:
             return b"".join(bytes(r) for r in self.raw)
+
+
+# ---- WebSocket frames (RFC 6455 §5.2) --------------------------------------------------------
+
+def ws_frame(payload, op=1, fin=True, mask_key=None, rsv=0, length_field=None):
+    """One frame. mask_key (4 bytes) masks it as a client must; rsv sets RSV bits (0x70 mask);
+    length_field forces a 16-bit (126) or 64-bit (127) length encoding."""
+    b0 = (0x80 if fin else 0) | rsv | op
+    n = len(payload)
+    mbit = 0x80 if mask_key is not None else 0
+    if length_field == 127 or (length_field is None and n > 0xffff):
+        head = bytes([b0, mbit | 127]) + n.to_bytes(8, "big")
+    elif length_field == 126 or (length_field is None and n >= 126):
+        head = bytes([b0, mbit | 126]) + n.to_bytes(2, "big")
+    else:
+        head = bytes([b0, mbit | n])
+    if mask_key is None:
+        return head + payload
+    return head + mask_key + bytes(c ^ mask_key[i % 4] for i, c in enumerate(payload))
+
+
+def ws_frames(payload, op=1, frag=None):
+    """A message as server frames of at most frag payload bytes each (one frame when None)."""
+    if op >= 8 or not frag or len(payload) <= frag:
+        return ws_frame(payload, op)
+    out = b""
+    for i in range(0, len(payload), frag):
+        last = i + frag >= len(payload)
+        out += ws_frame(payload[i:i + frag], op if i == 0 else 0, fin=last)
+    return out
+
+
+class WsReader:
+    """Reads frames from more() (returns bytes, b'' at EOF), starting with buffered bytes."""
+
+    def __init__(self, more, buf=b""):
+        self.more, self.buf = more, bytes(buf)
+
+    def _need(self, n):
+        while len(self.buf) < n:
+            d = self.more()
+            if not d:
+                return False
+            self.buf += d
+        return True
+
+    def frame(self):
+        """-> (fin, rsv, op, masked, payload, raw bytes) or None at EOF."""
+        if not self._need(2):
+            return None
+        b0, b1 = self.buf[0], self.buf[1]
+        n, pos = b1 & 0x7f, 2
+        if n == 126:
+            if not self._need(4):
+                return None
+            n, pos = int.from_bytes(self.buf[2:4], "big"), 4
+        elif n == 127:
+            if not self._need(10):
+                return None
+            n, pos = int.from_bytes(self.buf[2:10], "big"), 10
+        key = None
+        if b1 & 0x80:
+            if not self._need(pos + 4):
+                return None
+            key, pos = self.buf[pos:pos + 4], pos + 4
+        if not self._need(pos + n):
+            return None
+        payload = self.buf[pos:pos + n]
+        if key:
+            payload = bytes(c ^ key[i % 4] for i, c in enumerate(payload))
+        raw, self.buf = self.buf[:pos + n], self.buf[pos + n:]
+        return bool(b0 & 0x80), b0 & 0x70, b0 & 0x0f, key is not None, payload, raw
+
+    def message(self):
+        """-> (opcode, payload) of the next whole message or control frame, or None at EOF."""
+        op, data = None, b""
+        while True:
+            f = self.frame()
+            if f is None:
+                return None
+            fin, _, fop, _, payload, _ = f
+            if fop >= 8:
+                return fop, payload
+            op = fop if op is None else op
+            data += payload
+            if fin:
+                return op, data
+
+
+def ws_upgrade_request(host, extra=b""):
+    return (b"GET /ws HTTP/1.1\r\nHost: " + host.encode() + b"\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            b"Sec-WebSocket-Version: 13\r\n" + extra + b"\r\n")
+
+
+WS_101 = (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+          b"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n")
 
 
 def echo_handler(req, ci):

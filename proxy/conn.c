@@ -602,13 +602,6 @@ static int conn_request_checks(struct conn *c, struct http_head *h)
         return -1;
     }
     st = c->proxy && !c->host_fixed ? conn_proxy_target(c, h, &why) : conn_check_target(c, h, &why);
-    if (st == 403) {
-        /* absolute-form to a forbidden port: a refusal by policy (SPEC §6) */
-        c->mdec = METRICS_D_BLOCK;
-        conn_record_refusal(c, c->host);
-        conn_respond_error(c, 403, "http_request_denied", why, "forbidden_port");
-        return -1;
-    }
     if (st != 0) {
         conn_respond_error(c, st, "http_request_error", why,
                            st == 421 ? "misdirected" : "bad_request");
@@ -698,6 +691,16 @@ static void conn_request_head(struct conn *c)
         return;
     if (conn_decide(c, &dec) < 0)
         return;
+    if (c->proxy && !c->host_fixed && c->target_port != CONN_HTTP_PORT &&
+        dec.verdict != POLICY_INJECT) {
+        /* absolute-form to another port of a host without a rule: a refusal by policy (SPEC
+         * §6); a rule's host is reached over TLS on 443 whatever port the request names */
+        c->mdec = METRICS_D_BLOCK;
+        conn_record_refusal(c, c->host);
+        conn_respond_error(c, 403, "http_request_denied", "port not allowed for plain HTTP",
+                           "forbidden_port");
+        return;
+    }
     if (conn_request_rewrite(c, h, &dec) < 0)
         return;
     /* a rule's host is only ever reached over TLS on 443, whatever listener it came in on */

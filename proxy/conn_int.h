@@ -104,7 +104,8 @@ struct conn {
     bool route_tunnel;
     bool up_tls; /* the upstream of this request: TLS to up_port, or plain HTTP */
     int up_port;
-    bool retried; /* the request was sent again after a pooled connection died */
+    int target_port; /* absolute-form on the proxy listener: the port the target names */
+    bool retried;    /* the request was sent again after a pooled connection died */
     int64_t bytes_in, bytes_out;
     uint64_t resp_bytes; /* bytes read from the upstream for this request */
     /* reflection masking of a response to a request that carried a secret (SPEC §4) */

@@ -36,9 +36,11 @@
 static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 
 /*
- * Absolute-form http:// requests on the proxy listener: the target names the host (port none
- * or 80: another port is 403), Host must name the same host. Returns 0 (c->host set, target
- * now origin-form) or the status to answer with *why.
+ * Absolute-form http:// requests on the proxy listener: the target names the host and port, Host
+ * must name the same host (and port, when it names one other than 80). Returns 0 (c->host and
+ * c->target_port set, target now origin-form) or the status to answer with *why. Whether a port
+ * other than 80 may be used is the caller's, after the decision: a rule's host is reached over
+ * TLS on 443 whatever port the request names; any other host only on 80 (SPEC §4).
  */
 int conn_proxy_target(struct conn *c, struct http_head *h, const char **why)
 {
@@ -59,17 +61,14 @@ int conn_proxy_target(struct conn *c, struct http_head *h, const char **why)
         *why = "malformed request target";
         return 400;
     }
-    if (port != 0 && port != CONN_HTTP_PORT) {
-        *why = "port not allowed for plain HTTP";
-        return 403;
-    }
+    c->target_port = port == 0 ? CONN_HTTP_PORT : port;
     if (httphead_count(h, "Host") > 1 ||
         (hf != NULL &&
          http1_split_authority(hf->value, hf->value_len, host, sizeof(host), &hport) < 0)) {
         *why = "malformed Host";
         return 400;
     }
-    if (hf != NULL && (strcmp(host, c->host) != 0 || (hport != 0 && hport != CONN_HTTP_PORT))) {
+    if (hf != NULL && (strcmp(host, c->host) != 0 || (hport != 0 && hport != c->target_port))) {
         *why = "Host does not match the request target";
         return 421;
     }

@@ -48,14 +48,18 @@ void conn_drop_mask(struct conn *c)
 }
 
 /*
- * A request that carries a secret asks for an identity-coded response and gets a masker for
- * every form the secret was sent in, so an upstream echoing it cannot hand it back. 0 or -1.
+ * A request that carries a secret asks for the whole representation, identity-coded (no
+ * Range/If-Range: slices masked one by one could be put back together into the secret), and
+ * gets a masker for every form the secret was sent in, so an upstream echoing it cannot hand
+ * it back. 0 or -1.
  */
 int conn_mask_setup(struct conn *c, struct http_head *h)
 {
     struct inject_form forms[INJECT_MAX_FORMS];
     size_t n = inject_forms(c->policy, c->rule, forms);
 
+    httphead_remove(h, "Range");
+    httphead_remove(h, "If-Range");
     httphead_remove(h, "Accept-Encoding");
     if (n == 0 || httphead_add(h, "Accept-Encoding", 15, "identity", 8) < 0)
         return -1;
@@ -153,7 +157,10 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
     if (c->masking)
         mask_head(c->mask, h);
     if (h->status < 200) {
-        /* 1xx: passed on; the parser then reads the final response head */
+        /* 1xx: passed on to HTTP/1.1 clients only (RFC 9110 §15.2: an HTTP/1.0 client cannot
+         * tell it from the final answer); the parser then reads the final response head */
+        if (c->req_minor == 0)
+            return 0;
         http1_strip_hop_by_hop(h, false);
         return http1_write_response_head(c->client.stage, h, HTTP1_BODY_NONE, 0, false);
     }

@@ -722,7 +722,7 @@ void conn_start_request(struct conn *c)
     /* a masker that finished its last stream cleanly is kept for the next request */
     if (!c->mask_clean)
         conn_drop_mask(c);
-    mask_decoder_free(&c->dec);
+    conn_drop_decoder(c);
     c->masking = false;
     c->resp_err_status = 0;
     c->req = NULL;

@@ -116,6 +116,10 @@ struct conn {
     bool masking;        /* this request carried the secret: its response is masked */
     uint64_t policy_gen; /* generation of c->policy */
     struct mask_decoder *dec;
+    struct evbuffer *zpend;   /* compressed body bytes waiting for the client to drain */
+    struct evbuffer *plain;   /* decoded bytes on their way to the masker */
+    bool zmore;               /* the decoder stopped at its output budget: more is inside it */
+    bool zdone;               /* the body ended upstream; its decoded rest is still pending */
     struct wsmask *wsm;       /* a credentialed WebSocket after 101: its server frames, masked */
     struct evbuffer *scratch; /* decoded / masked bytes on their way to the client */
     int resp_err_status;      /* set by a response callback that aborts the parse */
@@ -161,6 +165,7 @@ void conn_tunnel_start(struct conn *c);
 
 /* conn_relay.c */
 void conn_drop_mask(struct conn *c);
+void conn_drop_decoder(struct conn *c);
 int conn_mask_setup(struct conn *c, struct http_head *h);
 void conn_upstream_input(struct conn *c);
 void conn_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bool route_tunnel);

@@ -17,6 +17,8 @@
 #include "proxy/mask.h"
 #include "proxy/wsmask.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,13 +35,31 @@ static int resp_on_done(void *arg);
 static const struct http1_callbacks resp_callbacks = {resp_on_head, resp_on_body, resp_on_done};
 static void conn_response_done(struct conn *c);
 
+/* Frees the decoder of a gzip/deflate response and what waits around it. */
+void conn_drop_decoder(struct conn *c)
+{
+    mask_decoder_free(&c->dec);
+    if (c->zpend != NULL)
+        evbuffer_drain(c->zpend, evbuffer_get_length(c->zpend));
+    if (c->plain != NULL)
+        evbuffer_drain(c->plain, evbuffer_get_length(c->plain));
+    c->zmore = c->zdone = false;
+}
+
 /* Frees the per-request masking state (wiping what it held). */
 void conn_drop_mask(struct conn *c)
 {
     c->masking = false;
     c->mask_clean = false;
     mask_free(&c->mask);
-    mask_decoder_free(&c->dec);
+    conn_drop_decoder(c);
+    for (int i = 0; i < 2; i++) {
+        struct evbuffer **b = i == 0 ? &c->zpend : &c->plain;
+
+        if (*b != NULL)
+            evbuffer_free(*b);
+        *b = NULL;
+    }
     wsmask_free(&c->wsm);
     if (c->scratch != NULL) {
         evbuffer_free(c->scratch);
@@ -127,7 +147,11 @@ static int resp_coding(struct conn *c, struct http_head *h, enum http1_body *bod
     }
     if (coding != MASK_CODING_IDENTITY) {
         c->dec = mask_decoder_new(coding);
-        if (c->dec == NULL)
+        if (c->zpend == NULL)
+            c->zpend = evbuffer_new();
+        if (c->plain == NULL)
+            c->plain = evbuffer_new();
+        if (c->dec == NULL || c->zpend == NULL || c->plain == NULL)
             return -1;
         httphead_remove(h, "Content-Encoding");
         *body = HTTP1_BODY_EOF;
@@ -215,56 +239,77 @@ static int conn_emit_scratch(struct conn *c)
     return c->resp_chunked ? evbuffer_add(out, "\r\n", 2) : 0;
 }
 
-/* Decodes (gzip/deflate) and masks len bytes of a credentialed response body. 0 or -1. */
-static int conn_mask_body(struct conn *c, const char *data, size_t len)
+/* Masks what c->plain holds (decoded bytes) into the client's framing. 0 or -1. */
+static int conn_mask_plain(struct conn *c)
 {
-    if (c->dec != NULL) {
-        struct evbuffer *plain = evbuffer_new();
-        int rc = -1;
+    while (evbuffer_get_length(c->plain) > 0) {
+        struct evbuffer_iovec v;
 
-        if (plain == NULL || mask_decoder_feed(c->dec, data, len, plain) < 0)
-            goto out;
-        while (evbuffer_get_length(plain) > 0) {
-            struct evbuffer_iovec v;
-
-            if (evbuffer_peek(plain, -1, NULL, &v, 1) < 1 ||
-                mask_feed(c->mask, v.iov_base, v.iov_len, c->scratch) < 0)
-                goto out;
-            evbuffer_drain(plain, v.iov_len);
-        }
-        rc = 0;
-    out:
-        if (plain != NULL)
-            evbuffer_free(plain);
-        if (rc < 0)
+        if (evbuffer_peek(c->plain, -1, NULL, &v, 1) < 1 ||
+            mask_feed(c->mask, v.iov_base, v.iov_len, c->scratch) < 0)
             return -1;
-    } else if (mask_feed(c->mask, data, len, c->scratch) < 0) {
-        return -1;
+        evbuffer_drain(c->plain, v.iov_len);
     }
     return conn_emit_scratch(c);
 }
 
-/* End of a credentialed response body: the decoder's tail and the held-back bytes. 0 or -1. */
-static int conn_mask_finish(struct conn *c)
+/* 1 while decoded output of a compressed response waits for the client to drain. */
+static bool conn_inflate_blocked(const struct conn *c)
 {
-    if (c->dec != NULL) {
-        struct evbuffer *plain = evbuffer_new();
-        int rc = plain != NULL && mask_decoder_finish(c->dec, plain) == 0 ? 0 : -1;
+    return c->dec != NULL && (c->zmore || evbuffer_get_length(c->zpend) > 0);
+}
 
-        while (rc == 0 && evbuffer_get_length(plain) > 0) {
-            struct evbuffer_iovec v;
+/*
+ * Decodes what waits in c->zpend, masks it and sends it on, while the client's output stays
+ * below VG_CONN_OUT_CAP: a small body that inflates to gigabytes never holds more than that
+ * for a client that does not read (SPEC §4). 0 or -1 (corrupt input, over the decode cap).
+ */
+static int conn_inflate(struct conn *c)
+{
+    while (conn_inflate_blocked(c)) {
+        size_t pending = conn_pending(&c->client), used = 0;
+        struct evbuffer_iovec v = {NULL, 0};
+        int rc;
 
-            if (evbuffer_peek(plain, -1, NULL, &v, 1) < 1 ||
-                mask_feed(c->mask, v.iov_base, v.iov_len, c->scratch) < 0)
-                rc = -1;
-            else
-                evbuffer_drain(plain, v.iov_len);
-        }
-        if (plain != NULL)
-            evbuffer_free(plain);
+        if (pending >= VG_CONN_OUT_CAP)
+            return 0;
+        if (evbuffer_get_length(c->zpend) > 0 && evbuffer_peek(c->zpend, -1, NULL, &v, 1) < 1)
+            return -1;
+        rc = mask_decoder_feed_some(c->dec, v.iov_base, v.iov_len, c->plain,
+                                    VG_CONN_OUT_CAP - pending, &used);
         if (rc < 0)
             return -1;
+        evbuffer_drain(c->zpend, used);
+        c->zmore = rc == 1;
+        if (conn_mask_plain(c) < 0)
+            return -1;
+        conn_push(&c->client);
     }
+    return 0;
+}
+
+/* Decodes (gzip/deflate) and masks len bytes of a credentialed response body. 0, 1 when the
+ * client must drain before more is parsed, or -1. */
+static int conn_mask_body(struct conn *c, const char *data, size_t len)
+{
+    if (c->dec == NULL) {
+        if (mask_feed(c->mask, data, len, c->scratch) < 0)
+            return -1;
+        return conn_emit_scratch(c);
+    }
+    if (evbuffer_add(c->zpend, data, len) < 0 || conn_inflate(c) < 0)
+        return -1;
+    if (!conn_inflate_blocked(c))
+        return 0;
+    c->parse_stop = true;
+    return 1;
+}
+
+/* End of a credentialed response body: the decoder's end and the held-back bytes. 0 or -1. */
+static int conn_mask_finish(struct conn *c)
+{
+    if (c->dec != NULL && mask_decoder_finish(c->dec, c->plain) < 0)
+        return -1;
     if (mask_finish(c->mask, c->scratch) < 0)
         return -1;
     c->mask_clean = true;
@@ -284,17 +329,49 @@ static int resp_on_body(void *arg, const char *data, size_t len)
     return evbuffer_add(out, data, len) == 0 ? 0 : -1;
 }
 
-static int resp_on_done(void *arg)
+/* The response body is complete on both sides: the masker's tail and the last chunk. */
+static int conn_body_end(struct conn *c)
 {
-    struct conn *c = arg;
-
     if (c->masking && c->resp_started && !c->ws_switch && conn_mask_finish(c) < 0)
         return -1;
     if (c->resp_chunked && http1_write_last_chunk(c->client.stage) < 0)
         return -1;
+    c->zdone = false;
     c->resp_done = true;
+    return 0;
+}
+
+static int resp_on_done(void *arg)
+{
+    struct conn *c = arg;
+
     c->parse_stop = true;
+    if (conn_inflate_blocked(c)) {
+        /* decoded output still waits for the client: the end follows in conn_inflate_resume */
+        c->zdone = true;
+        return 1;
+    }
+    if (conn_body_end(c) < 0)
+        return -1;
     return 1;
+}
+
+/*
+ * The client drained: decode on. 0 when the parser may be fed again (the response may have
+ * ended meanwhile), 1 while still waiting for the client, -1 on a decoding error.
+ */
+static int conn_inflate_resume(struct conn *c)
+{
+    if (c->dec == NULL || (!conn_inflate_blocked(c) && !c->zdone))
+        return 0;
+    if (conn_inflate(c) < 0)
+        return -1;
+    if (conn_inflate_blocked(c))
+        return 1;
+    if (c->zdone)
+        return conn_body_end(c);
+    /* a body that ended right after the last bytes: let the parser see its end */
+    return http1_feed(c->upstream.parser, "", 0) < 0 ? -1 : 0;
 }
 
 /* The response ended cleanly: account, recycle the upstream, and wait for the next request. */
@@ -335,11 +412,28 @@ static void conn_response_done(struct conn *c)
     conn_client_input(c);
 }
 
+/* Answers 502 for a response that cannot be relayed (the reason a callback left, if any). */
+static void conn_upstream_protocol_error(struct conn *c)
+{
+    metrics_upstream_error(c->w->id, METRICS_UE_PROTOCOL);
+    if (c->resp_err_status != 0)
+        conn_respond_error(c, c->resp_err_status, c->resp_err_type, c->resp_err_details,
+                           "upstream_protocol");
+    else
+        conn_respond_error(c, 502, "http_protocol_error", "malformed upstream response",
+                           "upstream_protocol");
+}
+
 void conn_upstream_input(struct conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->upstream.bev);
+    int zr = c->state == CONN_S_RELAY ? conn_inflate_resume(c) : 0;
 
-    while (c->state == CONN_S_RELAY && !c->resp_done) {
+    if (zr < 0) {
+        conn_upstream_protocol_error(c);
+        return;
+    }
+    while (c->state == CONN_S_RELAY && !c->resp_done && !c->zdone && zr == 0) {
         struct evbuffer_iovec v;
         ssize_t r;
 
@@ -350,19 +444,13 @@ void conn_upstream_input(struct conn *c)
         if (c->state != CONN_S_RELAY)
             return;
         if (r < 0) {
-            metrics_upstream_error(c->w->id, METRICS_UE_PROTOCOL);
-            if (c->resp_err_status != 0)
-                conn_respond_error(c, c->resp_err_status, c->resp_err_type, c->resp_err_details,
-                                   "upstream_protocol");
-            else
-                conn_respond_error(c, 502, "http_protocol_error", "malformed upstream response",
-                                   "upstream_protocol");
+            conn_upstream_protocol_error(c);
             return;
         }
         evbuffer_drain(in, (size_t)r);
         c->resp_bytes += (uint64_t)r;
         conn_push(&c->client);
-        if (c->parse_stop || (size_t)r < v.iov_len)
+        if (c->parse_stop || (size_t)r < v.iov_len || conn_inflate_blocked(c))
             break;
     }
     if (c->state != CONN_S_RELAY)
@@ -387,11 +475,29 @@ void conn_upstream_input(struct conn *c)
         conn_response_done(c);
         return;
     }
-    if (conn_pending(&c->client) >= VG_CONN_OUT_CAP) {
+    if (conn_pending(&c->client) >= VG_CONN_OUT_CAP || conn_inflate_blocked(c) || c->zdone) {
+        /* the client must drain first (conn_inflate stops only at the cap) */
         c->upstream.paused = true;
         bufferevent_setwatermark(c->client.bev, EV_WRITE, VG_CONN_OUT_CAP / 2, 0);
     }
     conn_update_reading(c);
+}
+
+/*
+ * Acknowledges upstream data at once instead of after the delayed-ACK timer (40 ms). An
+ * upstream with Nagle on holds a small write (the first server-sent event after the head, the
+ * head after TLS 1.3 session tickets) until its previous segment is acknowledged; a receiver
+ * that has nothing to send back would otherwise delay that ACK. Linux forgets the setting as
+ * soon as it sees request/response traffic again, so it is set after each request is sent
+ * and after each read of a response still streaming.
+ */
+static void conn_quickack(struct bufferevent *bev)
+{
+    evutil_socket_t fd = bufferevent_getfd(bev);
+    int one = 1;
+
+    if (fd >= 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
 }
 
 static void up_read_cb(struct bufferevent *bev, void *arg)
@@ -400,6 +506,8 @@ static void up_read_cb(struct bufferevent *bev, void *arg)
 
     conn_enter(c);
     conn_upstream_input(c);
+    if (c->state == CONN_S_RELAY && c->resp_started && !c->resp_done)
+        conn_quickack(bev); /* a response is streaming (a response read whole costs nothing) */
     conn_leave(c);
 }
 
@@ -452,10 +560,13 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
     conn_enter(c);
     if (what & BEV_EVENT_EOF) {
         conn_upstream_input(c);
-        if (c->state == CONN_S_RELAY && !c->resp_done && c->upstream.parser != NULL &&
-            http1_in_message(c->upstream.parser) && c->resp_started &&
-            http1_feed_eof(c->upstream.parser) == 0 && c->resp_done) {
-            conn_response_done(c);
+        if (c->state == CONN_S_RELAY && c->zdone) {
+            /* the body is complete; its decoded rest waits for the client */
+        } else if (c->state == CONN_S_RELAY && !c->resp_done && c->upstream.parser != NULL &&
+                   http1_in_message(c->upstream.parser) && c->resp_started &&
+                   http1_feed_eof(c->upstream.parser) == 0 && (c->resp_done || c->zdone)) {
+            if (c->resp_done)
+                conn_response_done(c);
         } else if (conn_retry_upstream(c)) {
             /* sent again on a fresh connection */
         } else if (c->state == CONN_S_RELAY || c->state == CONN_S_UP_CONNECT) {
@@ -568,6 +679,8 @@ void conn_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bo
     conn_arm(c, CONN_T_UP_HEAD);
     bufferevent_enable(bev, EV_WRITE);
     conn_push(&c->upstream);
+    /* the answer is next: acknowledge at once what arrives now (see conn_quickack) */
+    conn_quickack(bev);
     /* a bodyless request: the client side has no timeouts here already (cleared at the end of
      * the previous response), so no call (it re-adds both events) */
     if (!no_body)

@@ -41,6 +41,7 @@
 #define WS_OP_PING   0x9
 #define WS_OP_PONG   0xa
 #define WS_ITEMS_MAX VG_CONN_OUT_CAP /* bytes of headers waiting behind held payload */
+#define WS_FILL_MAX  VG_CONN_OUT_CAP /* stars that may complete a frame cut short */
 
 enum ws_state {
     WS_S_HEAD = 0, /* reading a frame header */
@@ -345,6 +346,11 @@ int wsmask_fail(struct wsmask *w, struct evbuffer *out)
 
     /* what the masker holds may begin a secret: it is dropped (and wiped), never released */
     mask_free(&w->data);
+    if (w->state == WS_S_DATA && w->left > WS_FILL_MAX) {
+        /* a frame cut far from its end: no close frame can follow it */
+        w->state = WS_S_BROKEN;
+        return -1;
+    }
     if (w->state == WS_S_DATA)
         held += w->left; /* the rest of a frame whose header is already out or queued */
     w->fed += w->state == WS_S_DATA ? w->left : 0;

@@ -44,7 +44,8 @@ int wsmask_feed(struct wsmask *w, const char *data, size_t len, struct evbuffer 
  * Ends the client side after a protocol error (or whenever the caller stops the relay): the
  * frames already begun are completed with '*' for the bytes still held back (they may begin a
  * secret: they are never released), then a close frame with code 1002 is appended.
- * 0 or -1 (out of memory).
+ * 0, or -1 (out of memory, or a frame cut more than VG_CONN_OUT_CAP bytes before its end: no
+ * close frame can follow it) when the caller must close without a close frame.
  */
 int wsmask_fail(struct wsmask *w, struct evbuffer *out);
 

@@ -21,6 +21,7 @@
 #include "proxy/admin.h"
 #include "proxy/cli.h"
 #include "proxy/listen.h"
+#include "proxy/worker.h"
 #include "proxy/metrics.h"
 #include "proxy/upstream.h"
 
@@ -72,7 +73,7 @@ struct run_opts {
 
 /* Everything the admin thread reads (status, ready, metrics extras). */
 struct run_state {
-    struct listen_shared sh;
+    struct worker_shared sh;
     struct run_opts *o;
     char mode_reason[256]; /* copies: the start-up snapshot goes away on reload */
     char run_id[VG_RUN_ID_MAX + 1];
@@ -85,7 +86,7 @@ struct run_state {
     size_t pemlen;
     bool metrics_up;
     struct admin *admin;
-    struct listen_worker *workers;
+    struct worker *workers;
     pthread_mutex_t warn_lock;
     char *reload_warnings[RUN_MAX_WARNINGS];
     size_t nreload_warnings;
@@ -295,7 +296,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 }
 
 /* Checks that need the whole option set; fills the defaults. 0 or EXIT_USAGE. */
-static int check_opts(struct run_opts *o, struct listen_shared *sh, struct upstream_config *uc,
+static int check_opts(struct run_opts *o, struct worker_shared *sh, struct upstream_config *uc,
                       char *buf, size_t buflen)
 {
     char err[512];
@@ -377,7 +378,7 @@ static void add_strings(cJSON *arr, const char *const *v, size_t n)
 static void run_status(void *arg, cJSON *obj)
 {
     struct run_state *rs = arg;
-    struct policy *p = listen_policy_ref(&rs->sh);
+    struct policy *p = worker_policy_ref(&rs->sh);
     struct audit_status as = {0};
     cJSON *run, *arr, *au;
     const char *const *v;
@@ -658,8 +659,8 @@ static void run_reload(struct run_state *rs)
                          names[i].name);
         }
     }
-    listen_policy_swap(&rs->sh, p);
-    listen_workers_refresh(rs->workers, rs->sh.nworkers);
+    worker_policy_swap(&rs->sh, p);
+    worker_refresh_all(rs->workers, rs->sh.nworkers);
     log_eventf(LOG_INFO, "reload", "vault_loaded", "rules=%zu host_entries=%zu",
                policy_rule_count(p), policy_host_entry_count(p));
 }
@@ -747,7 +748,7 @@ static int run_setup_ca(struct run_state *rs, const struct passwd *pw, char *err
 /* Binds every listener socket and registers their addresses as never-dialled. 0 or -1. */
 static int run_setup_listeners(struct run_state *rs, char *err, size_t errlen)
 {
-    if (listen_bind_all(&rs->sh, err, errlen) < 0)
+    if (listen_bind_all(rs->sh.addrs, rs->sh.naddrs, rs->sh.nworkers, err, errlen) < 0)
         return -1;
     for (size_t i = 0; i < rs->sh.naddrs; i++) {
         if (upstream_add_own_address((const struct sockaddr *)&rs->sh.addrs[i].ss) < 0) {
@@ -813,20 +814,20 @@ static int run_setup(struct run_state *rs, char *err, size_t errlen)
         return EXIT_ENFORCE;
     }
     /* last step that can fail closed: only now does the kernel accept connections */
-    if (listen_listen_all(&rs->sh, err, errlen) < 0)
+    if (listen_listen_all(rs->sh.addrs, rs->sh.naddrs, rs->sh.nworkers, err, errlen) < 0)
         return EXIT_ENFORCE;
     timefmt_iso8601(timefmt_now_ms(), rs->started_at, sizeof(rs->started_at));
-    rs->workers = listen_workers_start(&rs->sh, err, errlen);
+    rs->workers = worker_start_all(&rs->sh, err, errlen);
     return rs->workers != NULL ? 0 : EXIT_RUNTIME;
 }
 
 /* Frees whatever run_setup() built, in reverse order. */
 static void run_teardown(struct run_state *rs)
 {
-    listen_workers_stop(&rs->workers, rs->sh.nworkers, VG_STOP_GRACE_SECONDS);
+    worker_stop_all(&rs->workers, rs->sh.nworkers, VG_STOP_GRACE_SECONDS);
     admin_stop(&rs->admin);
     audit_close(&rs->sh.audit);
-    listen_close_fds(&rs->sh);
+    listen_close_fds(rs->sh.addrs, rs->sh.naddrs, rs->sh.nworkers);
     certcache_free(&rs->sh.certs);
     ca_free(&rs->sh.ca);
     policy_unref(&rs->sh.policy);
@@ -876,8 +877,9 @@ int cmd_run(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     harden();
-    rs.sh.max_conns =
-        o.max_conns > 0 ? o.max_conns : listen_default_max_conns(&rs.sh, nofile_limit());
+    rs.sh.max_conns = o.max_conns > 0
+                          ? o.max_conns
+                          : listen_default_max_conns(rs.sh.naddrs, rs.sh.nworkers, nofile_limit());
     if (o.max_conns > 0 && (long)o.max_conns * 2 + VG_CONN_FD_RESERVE > nofile_limit())
         log_eventf(LOG_WARN, "start", "max_connections",
                    "--max-connections %d needs more descriptors than RLIMIT_NOFILE (%ld) allows",

@@ -9,6 +9,7 @@
  * anyone; label values are escaped per the exposition format.
  */
 #include "proxy/metrics.h"
+#include "proxy/upstream.h"
 #include "common/caps.h"
 
 #include <pthread.h>
@@ -391,4 +392,22 @@ char *metrics_render(const struct metrics_extra *extra, size_t *len)
     if (len != NULL)
         *len = b.len;
     return b.p;
+}
+
+enum metrics_upstream_error metrics_upstream_kind(int upstream_err)
+{
+    switch ((enum upstream_err)upstream_err) {
+    case UPSTREAM_ERR_DNS:
+        return METRICS_UE_DNS;
+    case UPSTREAM_ERR_TLS:
+        return METRICS_UE_TLS;
+    case UPSTREAM_ERR_TIMEOUT:
+        return METRICS_UE_TIMEOUT;
+    case UPSTREAM_ERR_CONNECT:
+    case UPSTREAM_ERR_PROXY:
+    case UPSTREAM_ERR_PROHIBITED:
+        return METRICS_UE_CONNECT;
+    default:
+        return METRICS_UE_PROTOCOL;
+    }
 }

@@ -42,6 +42,9 @@ void metrics_conn_close(int worker);
 void metrics_tls_handshake(int worker);
 void metrics_upstream_error(int worker, enum metrics_upstream_error kind);
 
+/* The kind an upstream_get() failure counts as (enum upstream_err of upstream.h). */
+enum metrics_upstream_error metrics_upstream_kind(int upstream_err);
+
 /* Extra values summed from elsewhere at render time (e.g. certcache_stats). */
 struct metrics_extra {
     uint64_t cert_cache_hits;

@@ -9,7 +9,7 @@
  * (measured against a cached per-leaf SSL_CTX in docs/internals/proxy.md).
  */
 #include "proxy/tls.h"
-#include "proxy/conn.h"
+#include "proxy/h1conn.h"
 #include "common/hostname.h"
 
 #include <pthread.h>
@@ -106,7 +106,7 @@ size_t tls_sni_from_client_hello(const unsigned char *hs, size_t len, const unsi
 
 static int client_hello_cb(SSL *ssl, int *al, void *arg)
 {
-    struct conn *c = SSL_get_ex_data(ssl, conn_ex_index);
+    struct h1conn *c = SSL_get_ex_data(ssl, conn_ex_index);
     const unsigned char *ext = NULL, *raw = NULL;
     char host[HOSTNAME_BUFSZ];
     struct tls_leaf leaf = {0};
@@ -122,14 +122,14 @@ static int client_hello_cb(SSL *ssl, int *al, void *arg)
     if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &ext, &extlen) == 1)
         n = tls_sni_from_ext(ext, extlen, &raw);
     /* An SNI must be a DNS name; an IP literal there is against RFC 6066 but harmless. No SNI
-     * (or one that is not a host name) is refused by conn_client_hello, except after a CONNECT,
+     * (or one that is not a host name) is refused by h1conn_client_hello, except after a CONNECT,
      * where the CONNECT host names the certificate. */
     *al = SSL_AD_UNRECOGNIZED_NAME;
-    if (conn_client_hello(c,
-                          n > 0 && hostname_normalize((const char *)raw, n, host, sizeof(host)) >= 0
-                              ? host
-                              : NULL,
-                          &leaf, al) < 0)
+    if (h1conn_client_hello(
+            c,
+            n > 0 && hostname_normalize((const char *)raw, n, host, sizeof(host)) >= 0 ? host
+                                                                                       : NULL,
+            &leaf, al) < 0)
         return SSL_CLIENT_HELLO_ERROR;
     /* one call: SSL_use_certificate + SSL_use_PrivateKey + SSL_add1_chain_cert cost ~10 us
      * (the separate key/certificate match check), this ~3 us (docs/internals/proxy.md) */
@@ -211,7 +211,7 @@ out:
     return ret;
 }
 
-SSL *tls_server_ssl_new(SSL_CTX *ctx, struct conn *c)
+SSL *tls_server_ssl_new(SSL_CTX *ctx, struct h1conn *c)
 {
     SSL *ssl = SSL_new(ctx);
 

@@ -9,7 +9,7 @@
 
 #include <openssl/ssl.h>
 
-struct conn;
+struct h1conn;
 
 /* What the ClientHello callback serves for one host. */
 struct tls_leaf {
@@ -28,9 +28,9 @@ struct tls_leaf {
 SSL_CTX *tls_server_ctx_new(const unsigned char ticket_keys[80], char *err, size_t errlen);
 
 /* A new SSL for an accepted connection, with c attached for the ClientHello callback. */
-SSL *tls_server_ssl_new(SSL_CTX *ctx, struct conn *c);
+SSL *tls_server_ssl_new(SSL_CTX *ctx, struct h1conn *c);
 
-/* Detaches the connection from ssl (before the conn is freed, the SSL may outlive it). */
+/* Detaches the connection from ssl (before it is freed: the SSL may outlive it). */
 void tls_server_ssl_detach(SSL *ssl);
 
 /*

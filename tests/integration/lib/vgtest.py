@@ -826,7 +826,7 @@ def audit_rows(vg, table, run_id="run-test"):
 
 def read_until_close(s):
     """Reads from socket s until EOF, timeout or reset. Returns the bytes."""
-    out = b""
+    out = bytearray()
     while True:
         try:
             d = s.recv(65536)
@@ -835,4 +835,4 @@ def read_until_close(s):
         if not d:
             break
         out += d
-    return out
+    return bytes(out)

@@ -1,0 +1,115 @@
+/*
+ * exchange_int.h - what exchange.c (the request: checks, decision, rewrite, upstream, request
+ * relay, accounting) and exchange_resp.c (the response relay and reflection masking) share.
+ * Private to those two files.
+ */
+#ifndef VG_EXCHANGE_INT_H
+#define VG_EXCHANGE_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "audit/log.h"
+#include "proxy/bevio.h"
+#include "proxy/exchange.h"
+#include "proxy/metrics.h"
+#include "proxy/upstream.h"
+
+struct mask_decoder;
+
+/* Timeouts of SPEC §4 the exchange keeps, in seconds. */
+#define EXCH_T_UP_HEAD   600
+#define EXCH_T_BODY_IDLE 300
+#define EXCH_T_UP_GET    40 /* safety net above upstream.c's connect + TLS timeouts */
+#define EXCH_HTTPS_PORT  443
+#define EXCH_HTTP_PORT   80
+
+enum exch_state {
+    EXCH_S_HEAD = 0,   /* waiting for the request head */
+    EXCH_S_UP_CONNECT, /* head accepted; waiting for upstream_get */
+    EXCH_S_RELAY,      /* request and response streaming */
+    EXCH_S_ENDED,      /* finished was reported; nothing more happens */
+};
+
+struct exchange {
+    struct exch_conn *cc; /* NULL once freed by the transport (the memory may wait) */
+    const struct exchange_ops *ops;
+    void *t;
+    struct worker *w;
+    enum exch_state state;
+    struct http1_msg *req;     /* the transport's, valid until exchange_free */
+    char host[HOSTNAME_BUFSZ]; /* this request's host */
+    int target_port;           /* absolute-form on the proxy listener, or CONNECT: the port named */
+    bool connect_tunnel;       /* CONNECT to a host that is not ours to intercept */
+    enum metrics_decision mdec;
+    int rule; /* injected rule, or -1 */
+    int status;
+    struct timespec t_start;
+    int64_t bytes_in, bytes_out;
+    struct event *timer; /* upstream connect and response head */
+
+    /* upstream */
+    struct upstream_req *upreq;
+    struct bevio up;
+    struct http1_parser *parser; /* response parser (from the connection's cache) */
+    struct http1_msg *resp;
+    bool up_tls;
+    int up_port;
+    bool route_tunnel;
+    uint64_t resp_bytes; /* bytes read from the upstream for this request */
+
+    /* flags of this request (sub-states are the state above) */
+    bool ws;          /* asks for a WebSocket upgrade */
+    bool ws_switch;   /* the upstream answered 101 */
+    bool ws_bad_ext;  /* a credentialed 101 named an extension */
+    bool retried;     /* sent again after a pooled connection died */
+    bool req_done;    /* whole request body sent upstream */
+    bool body_paused; /* the transport holds the body until ops->more */
+    bool up_paused;   /* the upstream is not read: the client side is full */
+    bool resp_started;
+    bool resp_done;
+    bool upgrade_taken; /* the upstream went to the transport */
+
+    /* reflection masking (SPEC §4) of a response to a request that carried a secret */
+    bool masking;
+    bool mask_clean; /* the masker finished its stream: it may serve the next request */
+    struct mask *mask;
+    struct mask_decoder *dec;
+    struct evbuffer *scratch; /* bytes on their way to the transport */
+    struct evbuffer *zpend;   /* compressed body bytes waiting for the client to drain */
+    struct evbuffer *plain;   /* decoded bytes on their way to the masker */
+    bool zmore;               /* the decoder stopped at its output budget */
+    bool zdone;               /* the body ended upstream; its decoded rest is still pending */
+    struct wsmask *wsm;       /* a credentialed WebSocket after 101 */
+    int resp_err_status;      /* set by a response callback that aborts the parse */
+    const char *resp_err_type;
+    const char *resp_err_details;
+
+    int depth;  /* exchange callbacks on the stack */
+    bool freed; /* exchange_free ran; the memory goes at depth 0 */
+};
+
+/* exchange.c */
+void exch_enter(struct exchange *x);
+void exch_leave(struct exchange *x);
+double exch_elapsed(const struct timespec *t0);
+void exch_log(const struct exchange *x, enum log_level lvl, const char *event, const char *reason,
+              const char *detail);
+void exch_log_request(struct exchange *x, const char *route, const char *reason);
+void exch_arm(struct exchange *x, int seconds);
+void exch_record_refusal(struct exchange *x);
+void exch_fail(struct exchange *x, int status, const char *type, const char *details,
+               const char *reason);
+void exch_finish(struct exchange *x, enum exch_end how);
+void exch_drop_upstream(struct exchange *x, bool abort);
+void exch_get_upstream(struct exchange *x);
+const char *exch_tls_reason(unsigned long e);
+
+/* exchange_resp.c */
+int exch_mask_setup(struct exchange *x, struct http_head *h);
+void exch_drop_mask(struct exchange *x);
+void exch_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bool route_tunnel);
+void exch_up_input(struct exchange *x);
+
+#endif

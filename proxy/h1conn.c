@@ -1,0 +1,928 @@
+/*
+ * h1conn.c - the HTTP/1.1 client transport (see h1conn.h): TLS accept and the ClientHello
+ * decision, request parsing, response framing, keep-alive, timers and teardown. Each request is
+ * an exchange (exchange.c); CONNECT on the explicit-proxy listener is proxyconn.c.
+ *
+ * Guarantees:
+ * - Requests are handled one at a time: the parser pauses at each head and hands it to a new
+ *   exchange; the body is fed only while the exchange takes it; pipelined requests wait until
+ *   the response before them ends (their bytes wait in the input, bounded by its watermark).
+ * - Responses are framed for the client's version: Content-Length as announced, an unknown
+ *   length re-framed as chunks for HTTP/1.1 or close-delimited for HTTP/1.0; interim (1xx)
+ *   responses reach HTTP/1.1 clients only (RFC 9110 §15.2).
+ * - The client's output is capped (VG_CONN_OUT_CAP): past it the exchange stops reading its
+ *   upstream until the client drained half of it.
+ * - h1_close() is the only teardown; it frees the exchange first. A close requested inside a
+ *   callback frees the struct when the outermost callback returns.
+ * - Logs carry host and reason codes: never a path, query, header value, body or secret.
+ */
+#include "proxy/h1conn.h"
+#include "proxy/h1conn_int.h"
+#include "audit/audit.h"
+#include "ca/ca.h"
+#include "ca/certcache.h"
+#include "common/caps.h"
+#include "common/hostname.h"
+#include "proxy/listen.h"
+#include "proxy/metrics.h"
+#include "proxy/reason.h"
+#include "proxy/tunnel.h"
+#include "proxy/upstream.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/netfilter_ipv4.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <openssl/err.h>
+
+/* The one name vaultgate answers itself (SPEC §9): no policy decides its certificate. */
+#define H1_PROBE_HOST "probe.vaultgate.invalid"
+#define H1_HTTPS_PORT 443
+#define H1_HTTP_PORT  80
+
+static const char *const state_names[] = {
+    "tls_accept", "idle", "head", "exchange", "peek", "flush", "linger", "closed",
+};
+
+static void h1_input(struct h1conn *c);
+static void h1_free(struct h1conn *c);
+
+/* ---- small helpers ---------------------------------------------------------------------- */
+
+void h1_log(const struct h1conn *c, enum log_level lvl, const char *event, const char *reason,
+            const char *detail)
+{
+    struct log_fields f = LOG_FIELDS_INIT;
+
+    if (!log_enabled(lvl))
+        return;
+    f.conn = c->cc.id;
+    f.client = c->cc.client_addr;
+    f.listener = c->cc.la->label;
+    f.host = c->cc.host[0] != '\0' ? c->cc.host : NULL;
+    f.reason = reason;
+    f.detail = detail;
+    log_event(lvl, event, &f);
+}
+
+void h1_set_state(struct h1conn *c, enum h1_state s)
+{
+    if (log_enabled(LOG_DEBUG) && c->state != s) {
+        char d[64];
+
+        snprintf(d, sizeof(d), "%s -> %s", state_names[c->state], state_names[s]);
+        h1_log(c, LOG_DEBUG, "conn_state", "state", d);
+    }
+    c->state = s;
+}
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg);
+
+void h1_arm(struct h1conn *c, int seconds)
+{
+    struct timeval tv = {seconds, 0};
+
+    evtimer_add(c->timer, &tv);
+}
+
+void h1_enter(struct h1conn *c)
+{
+    c->depth++;
+}
+
+void h1_leave(struct h1conn *c)
+{
+    if (--c->depth == 0 && c->freed)
+        h1_free(c);
+}
+
+void h1_record_refusal(struct h1conn *c, const char *host)
+{
+    struct worker *w = c->cc.w;
+
+    audit_blocked(w->sh->audit, w->id, host);
+    audit_route(w->sh->audit, w->id, host, AUDIT_ROUTE_REFUSED);
+    metrics_blocked(w->id);
+}
+
+/* Reading the client: while a request may arrive or its body flows, and while lingering. */
+void h1_reading(struct h1conn *c)
+{
+    bool on;
+
+    if (c->io.bev == NULL || c->state == H1_S_CLOSED)
+        return;
+    /* The client side keeps reading while a request is in flight (bytes of a pipelined request
+     * wait in its input, bounded by the read watermark): toggling EV_READ per request would
+     * cost two epoll_ctl calls. Only a paused body stops it. */
+    on = c->state != H1_S_FLUSH && c->state != H1_S_TLS_ACCEPT &&
+         !(c->state == H1_S_EXCHANGE && c->body == H1_BODY_PAUSED) &&
+         !(c->state == H1_S_PEEK && c->upreq != NULL);
+    if (on)
+        bufferevent_enable(c->io.bev, EV_READ);
+    else if (c->state != H1_S_TLS_ACCEPT)
+        bufferevent_disable(c->io.bev, EV_READ);
+}
+
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct h1conn *c = arg;
+
+    h1_enter(c);
+    h1_input(c);
+    h1_leave(c);
+}
+
+/* Runs the input handler from the event loop: bytes already buffered are parsed without
+ * waiting for more to arrive, and never inside an exchange's callback. */
+void h1_schedule_input(struct h1conn *c)
+{
+    if (c->io.bev == NULL || evbuffer_get_length(bufferevent_get_input(c->io.bev)) == 0)
+        return;
+    if (c->resume == NULL)
+        c->resume = event_new(c->cc.w->base, -1, 0, resume_cb, c);
+    if (c->resume != NULL)
+        event_active(c->resume, EV_TIMEOUT, 1);
+}
+
+/* ---- teardown --------------------------------------------------------------------------- */
+
+/* Frees everything of c. Only h1_close(), h1_handover() and h1_leave() call this. */
+static void h1_free(struct h1conn *c)
+{
+    exchange_free(&c->x);
+    if (c->upreq != NULL)
+        upstream_cancel(&c->upreq);
+    if (c->io.bev != NULL) {
+        tls_server_ssl_detach(bufferevent_openssl_get_ssl(c->io.bev));
+        bufferevent_setcb(c->io.bev, NULL, NULL, NULL, NULL);
+        bufferevent_free(c->io.bev);
+    }
+    http1_parser_free(&c->parser);
+    if (c->io.stage != NULL)
+        evbuffer_free(c->io.stage);
+    if (c->timer != NULL)
+        event_free(c->timer);
+    if (c->resume != NULL)
+        event_free(c->resume);
+    exch_conn_release(&c->cc);
+    free(c);
+}
+
+/*
+ * The only teardown: stops the exchange and the socket at once; the struct itself is freed now,
+ * or when the outermost callback on the stack returns. reason is a fixed code, logged at debug.
+ */
+void h1_close(struct h1conn *c, const char *reason)
+{
+    if (c->state == H1_S_CLOSED)
+        return;
+    h1_log(c, LOG_DEBUG, "conn_close", reason, NULL);
+    h1_set_state(c, H1_S_CLOSED);
+    evtimer_del(c->timer);
+    if (c->resume != NULL)
+        event_del(c->resume);
+    exchange_free(&c->x);
+    if (c->io.bev != NULL)
+        bufferevent_disable(c->io.bev, EV_READ | EV_WRITE);
+    worker_detach(c->cc.w, &c->link);
+    c->freed = true;
+    if (c->depth == 0)
+        h1_free(c);
+}
+
+/* The socket went to a tunnel (which took c's place in the worker's list): c goes without
+ * touching it. */
+void h1_handover(struct h1conn *c)
+{
+    if (c->io.bev != NULL) {
+        tls_server_ssl_detach(bufferevent_openssl_get_ssl(c->io.bev));
+        c->io.bev = NULL;
+    }
+    h1_set_state(c, H1_S_CLOSED);
+    evtimer_del(c->timer);
+    if (c->resume != NULL)
+        event_del(c->resume);
+    c->freed = true;
+    if (c->depth == 0)
+        h1_free(c);
+}
+
+/* Sends close_notify and FIN, then discards input for a short while, so that a client still
+ * sending does not get an RST that destroys the response it has not read yet. */
+static void h1_linger(struct h1conn *c)
+{
+    SSL *ssl = bufferevent_openssl_get_ssl(c->io.bev);
+    evutil_socket_t fd = bufferevent_getfd(c->io.bev);
+    bool filter = bufferevent_get_underlying(c->io.bev) != NULL;
+
+    if (ssl != NULL && c->handshake_done)
+        SSL_shutdown(ssl);
+    h1_set_state(c, H1_S_LINGER);
+    h1_arm(c, H1_T_LINGER);
+    bufferevent_setwatermark(c->io.bev, EV_WRITE, 0, 0);
+    if (filter) {
+        /* A TLS filter (CONNECT with early data) still flushes through the plain bufferevent
+         * under it: no FIN yet, leave both alone until the linger timer closes them. */
+        return;
+    }
+    if (fd >= 0)
+        shutdown(fd, SHUT_WR);
+    bufferevent_disable(c->io.bev, EV_WRITE);
+    bufferevent_enable(c->io.bev, EV_READ);
+}
+
+/* Close once the client's output has drained (the final response is on its way). */
+static void h1_flush_close(struct h1conn *c)
+{
+    bevio_push(&c->io);
+    exchange_free(&c->x);
+    h1_set_state(c, H1_S_FLUSH);
+    h1_arm(c, H1_T_FLUSH);
+    bufferevent_set_timeouts(c->io.bev, NULL, NULL);
+    bufferevent_setwatermark(c->io.bev, EV_WRITE, 0, 0);
+    bufferevent_disable(c->io.bev, EV_READ);
+    if (evbuffer_get_length(bufferevent_get_output(c->io.bev)) == 0)
+        h1_linger(c);
+}
+
+/* ---- the exchange's side of the connection --------------------------------------------- */
+
+static int h1_resp_head(void *t, struct http_head *h, enum exch_body body, uint64_t len, bool close)
+{
+    struct h1conn *c = t;
+    struct timeval idle = {H1_T_BODY_IDLE, 0};
+    enum http1_body fb = HTTP1_BODY_NONE;
+
+    if (h->status == 101)
+        return http1_write_response_head(c->io.stage, h, HTTP1_BODY_NONE, 0, false);
+    if (h->status < 200) {
+        /* an HTTP/1.0 client cannot tell an interim response from the answer */
+        if (c->req_minor == 0)
+            return 0;
+        return http1_write_response_head(c->io.stage, h, HTTP1_BODY_NONE, 0, false);
+    }
+    c->framing = H1_FR_NONE;
+    if (body == EXCH_BODY_LENGTH) {
+        fb = HTTP1_BODY_LENGTH;
+    } else if (body == EXCH_BODY_UNKNOWN && c->req_minor >= 1) {
+        fb = HTTP1_BODY_CHUNKED;
+        c->framing = H1_FR_CHUNKED;
+    } else if (body == EXCH_BODY_UNKNOWN) {
+        fb = HTTP1_BODY_EOF;
+        close = true;
+    }
+    c->resp_close = close || !c->keep_alive || c->cc.draining;
+    if (http1_write_response_head(c->io.stage, h, fb, len, c->resp_close) < 0)
+        return -1;
+    /* from now on only body idleness counts */
+    bufferevent_set_timeouts(c->io.bev, NULL, &idle);
+    return 0;
+}
+
+static int h1_resp_body(void *t, struct evbuffer *buf)
+{
+    struct h1conn *c = t;
+    size_t n = evbuffer_get_length(buf);
+
+    if (c->framing == H1_FR_CHUNKED) {
+        if (n == 0)
+            return 0;
+        if (http1_write_chunk_header(c->io.stage, n) < 0 ||
+            evbuffer_add_buffer(c->io.stage, buf) < 0)
+            return -1;
+        return evbuffer_add(c->io.stage, "\r\n", 2);
+    }
+    return evbuffer_add_buffer(c->io.stage, buf);
+}
+
+static int h1_resp_end(void *t)
+{
+    struct h1conn *c = t;
+
+    if (c->framing == H1_FR_CHUNKED && http1_write_last_chunk(c->io.stage) < 0)
+        return -1;
+    return 0;
+}
+
+static int h1_resp_error(void *t, int status, const char *type, const char *details,
+                         const char *host)
+{
+    struct h1conn *c = t;
+
+    c->resp_close = true;
+    return http1_write_error(c->io.stage, status, type, details, host, true);
+}
+
+static size_t h1_room(void *t)
+{
+    struct h1conn *c = t;
+    size_t pending = bevio_pending(&c->io);
+
+    if (pending < VG_CONN_OUT_CAP)
+        return VG_CONN_OUT_CAP - pending;
+    /* what the socket takes now does not count; what stays is queued in the bufferevent, whose
+     * write callback then says when it has drained */
+    bevio_push(&c->io);
+    pending = bevio_pending(&c->io);
+    if (pending < VG_CONN_OUT_CAP)
+        return VG_CONN_OUT_CAP - pending;
+    if (!c->want_drain) {
+        c->want_drain = true;
+        bufferevent_setwatermark(c->io.bev, EV_WRITE, VG_CONN_OUT_CAP / 2, 0);
+    }
+    return 0;
+}
+
+static void h1_more(void *t)
+{
+    struct h1conn *c = t;
+    struct timeval idle = {H1_T_BODY_IDLE, 0};
+
+    if (c->state != H1_S_EXCHANGE || c->body == H1_BODY_DONE)
+        return;
+    if (c->body == H1_BODY_WAIT)
+        bufferevent_set_timeouts(c->io.bev, &idle, NULL);
+    c->body = H1_BODY_FLOW;
+    h1_reading(c);
+    h1_schedule_input(c);
+}
+
+static void h1_flush(void *t)
+{
+    bevio_push(&((struct h1conn *)t)->io);
+}
+
+/* The request is answered and the connection stays: ready for the next request. */
+static void h1_keep_alive(struct h1conn *c)
+{
+    exchange_free(&c->x);
+    http1_parser_reset(c->parser);
+    c->req = NULL;
+    bufferevent_set_timeouts(c->io.bev, NULL, NULL);
+    h1_set_state(c, H1_S_IDLE);
+    h1_arm(c, H1_T_IDLE);
+    h1_reading(c);
+    h1_schedule_input(c); /* a pipelined request may be waiting */
+}
+
+/* A WebSocket after its 101: the socket goes to a tunnel with the exchange's upstream. */
+static void h1_upgrade(struct h1conn *c)
+{
+    struct tunnel_info ti = {0};
+    struct bufferevent *up = NULL, *client = c->io.bev;
+    struct wsmask *wsm = NULL;
+    bool bad_ext = false, route_tunnel = false;
+
+    exchange_take_upgrade(c->x, &up, &wsm, &bad_ext, &route_tunnel);
+    bevio_push(&c->io); /* the 101 first */
+    if (evbuffer_get_length(c->io.stage) > 0)
+        evbuffer_add_buffer(bufferevent_get_output(client), c->io.stage);
+    ti.id = c->cc.id;
+    ti.client_addr = c->cc.client_addr;
+    ti.la = c->cc.la;
+    ti.host = exchange_host(c->x);
+    ti.route_tunnel = route_tunnel;
+    ti.inject = wsm != NULL;
+    ti.t_start = c->t_req;
+    if (up == NULL) {
+        h1_close(c, "upgrade");
+        return;
+    }
+    evtimer_del(c->timer);
+    bufferevent_set_timeouts(client, NULL, NULL);
+    tls_server_ssl_detach(bufferevent_openssl_get_ssl(client));
+    c->io.bev = NULL; /* the tunnel's from here, even when it cannot start */
+    if (tunnel_start(c->cc.w, &c->link, client, up, wsm, bad_ext, &ti) < 0) {
+        c->io.bev = NULL;
+        h1_close(c, "oom");
+        return;
+    }
+    h1_handover(c);
+}
+
+static void h1_finished(void *t, enum exch_end how)
+{
+    struct h1conn *c = t;
+
+    bevio_push(&c->io);
+    switch (how) {
+    case EXCH_END_DONE:
+        if (c->resp_close || !c->keep_alive || c->cc.draining || c->body != H1_BODY_DONE)
+            h1_flush_close(c);
+        else
+            h1_keep_alive(c);
+        break;
+    case EXCH_END_CLOSE:
+        h1_flush_close(c);
+        break;
+    case EXCH_END_UPGRADE:
+        h1_upgrade(c);
+        break;
+    case EXCH_END_CONNECT:
+        proxy_connected(c);
+        break;
+    default:
+        h1_close(c, "aborted");
+        break;
+    }
+}
+
+static const struct exchange_ops h1_exchange_ops = {
+    h1_resp_head, h1_resp_body, h1_resp_end, h1_resp_error, h1_room, h1_more, h1_flush, h1_finished,
+};
+
+/* ---- request side ----------------------------------------------------------------------- */
+
+static int req_on_head(void *arg, struct http1_msg *msg)
+{
+    struct h1conn *c = arg;
+
+    c->req = msg;
+    c->head_ready = true;
+    c->parse_stop = true;
+    return 1;
+}
+
+static int req_on_body(void *arg, const char *data, size_t len)
+{
+    struct h1conn *c = arg;
+    int rc = exchange_body(c->x, data, len);
+
+    if (rc == 1) {
+        c->body = H1_BODY_PAUSED;
+        c->parse_stop = true;
+    }
+    return rc;
+}
+
+static int req_on_done(void *arg)
+{
+    struct h1conn *c = arg;
+
+    c->body = H1_BODY_DONE;
+    c->parse_stop = true;
+    return exchange_body_end(c->x) < 0 ? -1 : 1;
+}
+
+static const struct http1_callbacks req_callbacks = {req_on_head, req_on_body, req_on_done};
+
+/* A request head arrived: its exchange takes it from here. */
+static void h1_request(struct h1conn *c)
+{
+    struct http1_msg *req = c->req;
+
+    c->head_ready = false;
+    c->keep_alive = req->keep_alive && !c->cc.draining;
+    c->req_minor = req->head.version_minor;
+    c->resp_close = false;
+    c->framing = H1_FR_NONE;
+    c->body =
+        req->body == HTTP1_BODY_NONE || (req->body == HTTP1_BODY_LENGTH && req->content_length == 0)
+            ? H1_BODY_DONE
+            : H1_BODY_WAIT;
+    h1_set_state(c, H1_S_EXCHANGE);
+    evtimer_del(c->timer);
+    exchange_request(c->x, req);
+}
+
+/* The first byte of a request: its exchange begins. 0 or -1 (closed). */
+static int h1_request_start(struct h1conn *c)
+{
+    clock_gettime(CLOCK_MONOTONIC, &c->t_req);
+    c->x = exchange_new(&c->cc, &h1_exchange_ops, c, &c->t_req);
+    if (c->x == NULL) {
+        h1_close(c, "oom");
+        return -1;
+    }
+    h1_set_state(c, H1_S_HEAD);
+    h1_arm(c, H1_T_HEAD);
+    return 0;
+}
+
+/* The parser refused the client's bytes: the exchange answers (400, 405, 431, 501). */
+static void h1_parse_error(struct h1conn *c)
+{
+    const char *why = NULL;
+    int st = http1_error(c->parser, &why);
+
+    exchange_reject(c->x, st, st == 405 ? VG_PS_REQUEST_DENIED : VG_PS_REQUEST_ERROR,
+                    why != NULL ? why : "malformed request", VG_R_PROTOCOL_ERROR);
+}
+
+/* 1 while the parser may be fed: a request may begin, its head goes on, or its body flows. */
+static bool h1_parsing(const struct h1conn *c)
+{
+    return c->state == H1_S_IDLE || c->state == H1_S_HEAD ||
+           (c->state == H1_S_EXCHANGE && c->body == H1_BODY_FLOW);
+}
+
+/* Feeds the client's buffered bytes to the request parser while the state allows it. */
+static void h1_input(struct h1conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->io.bev);
+
+    if (c->state == H1_S_LINGER) {
+        evbuffer_drain(in, evbuffer_get_length(in));
+        return;
+    }
+    if (c->state == H1_S_PEEK) {
+        proxy_peek(c);
+        return;
+    }
+    while (h1_parsing(c)) {
+        struct evbuffer_iovec v;
+        ssize_t r;
+
+        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
+            break;
+        if (c->state == H1_S_IDLE && h1_request_start(c) < 0)
+            return;
+        c->parse_stop = false;
+        r = http1_feed(c->parser, v.iov_base, v.iov_len);
+        if (c->state != H1_S_HEAD && c->state != H1_S_EXCHANGE)
+            return; /* answered (or closed) from inside the feed */
+        if (r < 0) {
+            h1_parse_error(c);
+            return;
+        }
+        evbuffer_drain(in, (size_t)r);
+        exchange_count_in(c->x, (size_t)r);
+        exchange_flush(c->x);
+        if (c->head_ready) {
+            h1_request(c);
+            return;
+        }
+        if (c->parse_stop || (size_t)r < v.iov_len)
+            break;
+    }
+    h1_reading(c);
+}
+
+/* Ready for a request (after the TLS handshake, at accept for plain HTTP, or after CONNECT). */
+void h1_begin(struct h1conn *c)
+{
+    if (c->parser != NULL)
+        http1_parser_reset(c->parser);
+    else
+        c->parser = http1_parser_new(HTTP1_REQUEST, &req_callbacks, c);
+    if (c->parser == NULL) {
+        h1_close(c, "oom");
+        return;
+    }
+    if (c->cc.draining) {
+        h1_close(c, "draining");
+        return;
+    }
+    h1_set_state(c, H1_S_IDLE);
+    h1_arm(c, H1_T_HEAD);
+    h1_reading(c);
+    h1_schedule_input(c);
+}
+
+/* Over the connection limit: 503 as soon as anything can be said, then close. */
+static void h1_busy(struct h1conn *c)
+{
+    clock_gettime(CLOCK_MONOTONIC, &c->t_req);
+    c->x = exchange_new(&c->cc, &h1_exchange_ops, c, &c->t_req);
+    if (c->x == NULL) {
+        h1_close(c, "oom");
+        return;
+    }
+    h1_set_state(c, H1_S_EXCHANGE);
+    c->keep_alive = false;
+    exchange_reject(c->x, 503, VG_PS_CONN_LIMIT, "too many connections, retry later",
+                    VG_R_CONN_LIMIT);
+}
+
+/* ---- client callbacks ------------------------------------------------------------------- */
+
+static void client_read_cb(struct bufferevent *bev, void *arg)
+{
+    struct h1conn *c = arg;
+
+    h1_enter(c);
+    h1_input(c);
+    h1_leave(c);
+}
+
+static void client_write_cb(struct bufferevent *bev, void *arg)
+{
+    struct h1conn *c = arg;
+    size_t left = evbuffer_get_length(bufferevent_get_output(bev));
+
+    h1_enter(c);
+    if (c->state == H1_S_FLUSH && left == 0) {
+        h1_linger(c);
+    } else if (c->want_drain && left <= VG_CONN_OUT_CAP / 2) {
+        c->want_drain = false;
+        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+        if (c->x != NULL)
+            exchange_drained(c->x);
+    }
+    h1_leave(c);
+}
+
+static void h1_handshake_done(struct h1conn *c)
+{
+    c->handshake_done = true;
+    metrics_tls_handshake(c->cc.w->id);
+    if (c->busy)
+        h1_busy(c);
+    else
+        h1_begin(c);
+}
+
+/* The client closed or failed. */
+static void h1_client_gone(struct h1conn *c, short what)
+{
+    char detail[256];
+
+    if (c->state == H1_S_EXCHANGE && c->x != NULL && exchange_sent(c->x) &&
+        (what & BEV_EVENT_EOF)) {
+        /* the client closed after sending its request: nobody is left to read the response
+         * (TLS clients do not half-close), so both sides go */
+        h1_close(c, "client_eof");
+        return;
+    }
+    if (c->x != NULL)
+        exchange_client_gone(c->x, VG_R_CLIENT_CLOSED);
+    if ((what & BEV_EVENT_ERROR) && log_enabled(LOG_DEBUG)) {
+        unsigned long e = bufferevent_get_openssl_error(c->io.bev);
+        const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
+
+        snprintf(detail, sizeof(detail), "%s",
+                 e != 0 ? (r != NULL ? r : "TLS error") : strerror(EVUTIL_SOCKET_ERROR()));
+        h1_log(c, LOG_DEBUG, "client_error", "client_io", detail);
+    }
+    h1_close(c, (what & BEV_EVENT_EOF) ? "client_eof" : "client_error");
+}
+
+static void client_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    struct h1conn *c = arg;
+    char detail[256];
+
+    h1_enter(c);
+    if (what & BEV_EVENT_CONNECTED) {
+        if (c->state == H1_S_TLS_ACCEPT)
+            h1_handshake_done(c);
+    } else if ((what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) && c->state == H1_S_TLS_ACCEPT) {
+        unsigned long e = bufferevent_get_openssl_error(bev);
+        const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
+
+        snprintf(detail, sizeof(detail), "%s",
+                 e != 0 ? (r != NULL ? r : "TLS error") : "connection closed");
+        h1_log(c, LOG_DEBUG, "tls_handshake_failed", "handshake", detail);
+        h1_close(c, "handshake_failed");
+    } else if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+        h1_client_gone(c, what);
+    } else if (what & BEV_EVENT_TIMEOUT) {
+        h1_close(c, "client_timeout");
+    }
+    h1_leave(c);
+}
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct h1conn *c = arg;
+
+    h1_enter(c);
+    switch (c->state) {
+    case H1_S_TLS_ACCEPT:
+        h1_close(c, "handshake_timeout");
+        break;
+    case H1_S_IDLE:
+        h1_close(c, "idle_timeout");
+        break;
+    case H1_S_HEAD:
+        h1_close(c, "head_timeout");
+        break;
+    default:
+        h1_close(c, "timeout");
+        break;
+    }
+    h1_leave(c);
+}
+
+/* The client-side callbacks of the connection on c->io.bev. */
+void h1_setcb(struct h1conn *c)
+{
+    bufferevent_setcb(c->io.bev, client_read_cb, client_write_cb, client_event_cb, c);
+}
+
+/* ---- the worker's view ------------------------------------------------------------------ */
+
+static void h1_link_drain(struct worker_link *l)
+{
+    struct h1conn *c = (struct h1conn *)l;
+
+    c->cc.draining = true;
+    if (c->state == H1_S_TLS_ACCEPT || c->state == H1_S_PEEK || c->state == H1_S_IDLE)
+        h1_close(c, "draining");
+}
+
+static void h1_link_abort(struct worker_link *l)
+{
+    h1_close((struct h1conn *)l, "shutdown");
+}
+
+static const struct worker_link_ops h1_link_ops = {h1_link_drain, h1_link_abort};
+
+/* ---- accept and ClientHello ------------------------------------------------------------- */
+
+/* The host a no-SNI refusal is recorded under: "(no-sni)", or the original destination. */
+static void h1_nosni_host(struct h1conn *c, char *out, size_t outsz)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    evutil_socket_t fd = bufferevent_getfd(c->io.bev);
+
+    snprintf(out, outsz, "(no-sni)");
+    if (c->cc.w->sh->mode != POLICY_MODE_CATCHALL || fd < 0)
+        return;
+    if (getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &ss, &len) == 0 && ss.ss_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, out, (socklen_t)outsz);
+}
+
+int h1conn_client_hello(struct h1conn *c, const char *host, struct tls_leaf *out, int *alert)
+{
+    struct worker_shared *sh = c->cc.w->sh;
+    char err[256], nosni[HOSTNAME_BUFSZ];
+    X509 *cert;
+
+    if (host == NULL && c->cc.proxy)
+        host = c->cc.host; /* intercepted CONNECT without SNI: the CONNECT host names it */
+    if (host == NULL) {
+        h1_nosni_host(c, nosni, sizeof(nosni));
+        snprintf(c->cc.host, sizeof(c->cc.host), "%s", nosni);
+        h1_record_refusal(c, nosni);
+        h1_log(c, LOG_INFO, "tls_refused", "no_sni", NULL);
+        *alert = SSL_AD_UNRECOGNIZED_NAME;
+        return -1;
+    }
+    if (c->cc.proxy && strcmp(host, c->cc.host) != 0) {
+        /* intercepted CONNECT: the certificate is for the CONNECT host, and the SNI must be it */
+        h1_log(c, LOG_INFO, "tls_refused", "sni_not_connect_host", NULL);
+        *alert = SSL_AD_UNRECOGNIZED_NAME;
+        return -1;
+    }
+    if (host != c->cc.host)
+        snprintf(c->cc.host, sizeof(c->cc.host), "%s", host);
+    /* the probe name is answered by vaultgate itself; under .invalid it impersonates nothing */
+    if (sh->mode == POLICY_MODE_DEFAULT && !ca_permits(sh->ca, host) &&
+        strcmp(host, H1_PROBE_HOST) != 0) {
+        /* no certificate this CA can sign would verify: refuse plainly instead of minting */
+        h1_log(c, LOG_WARN, "tls_refused", "host_outside_ca", NULL);
+        *alert = SSL_AD_UNRECOGNIZED_NAME;
+        return -1;
+    }
+    cert = certcache_get(sh->certs, host, err, sizeof(err));
+    if (cert == NULL) {
+        h1_log(c, LOG_ERROR, "tls_refused", "leaf_mint", err);
+        *alert = SSL_AD_INTERNAL_ERROR;
+        return -1;
+    }
+    out->cert = cert;
+    out->key = ca_leaf_key(sh->ca);
+    out->chain = ca_intermediate(sh->ca);
+    return 0;
+}
+
+static void h1_addr_text(const struct sockaddr *sa, char *out, size_t outsz)
+{
+    char ip[INET6_ADDRSTRLEN] = "?";
+
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+
+        inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
+        snprintf(out, outsz, "%s:%u", ip, ntohs(s4->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+
+        inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
+        snprintf(out, outsz, "[%s]:%u", ip, ntohs(s6->sin6_port));
+    } else {
+        snprintf(out, outsz, "unix");
+    }
+}
+
+/* A new connection on w: joined to the worker, its buffers and timer made. NULL (fd closed). */
+static struct h1conn *h1_new(struct worker *w, const struct listen_addr *la, evutil_socket_t fd,
+                             const struct sockaddr *sa)
+{
+    struct h1conn *c = calloc(1, sizeof(*c));
+    int one = 1;
+
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (c == NULL) {
+        evutil_closesocket(fd);
+        log_eventf(LOG_ERROR, "accept", "oom", "out of memory");
+        return NULL;
+    }
+    c->cc.w = w;
+    c->cc.la = la;
+    c->cc.id = worker_attach(w, &c->link, &h1_link_ops);
+    c->cc.proxy = la->kind == LISTEN_PROXY;
+    c->cc.default_port = la->kind == LISTEN_HTTPS ? H1_HTTPS_PORT : H1_HTTP_PORT;
+    h1_addr_text(sa, c->cc.client_addr, sizeof(c->cc.client_addr));
+    c->timer = evtimer_new(w->base, timer_cb, c);
+    c->io.stage = evbuffer_new();
+    if (c->timer == NULL || c->io.stage == NULL) {
+        evutil_closesocket(fd);
+        h1_close(c, "oom");
+        return NULL;
+    }
+    return c;
+}
+
+/* The socket of a plain-HTTP or proxy listener; then the first request may start at once. */
+static int h1_accept_plain(struct h1conn *c, evutil_socket_t fd)
+{
+    c->io.bev = bufferevent_socket_new(c->cc.w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (c->io.bev == NULL) {
+        evutil_closesocket(fd);
+        h1_close(c, "oom");
+        return -1;
+    }
+    h1_setcb(c);
+    bufferevent_setwatermark(c->io.bev, EV_READ, 0, VG_CONN_IN_MAX);
+    bufferevent_enable(c->io.bev, EV_READ | EV_WRITE);
+    return 0;
+}
+
+/* The TLS accept of a TLS listener's socket. */
+static int h1_accept_tls(struct h1conn *c, evutil_socket_t fd)
+{
+    SSL *ssl = tls_server_ssl_new(c->cc.w->ssl_ctx, c);
+
+    c->cc.tls = c->cc.host_fixed = true;
+    if (ssl == NULL) {
+        evutil_closesocket(fd);
+        h1_close(c, "oom");
+        return -1;
+    }
+    /* from here the bufferevent owns ssl and fd, even when its creation fails */
+    c->io.bev = bufferevent_openssl_socket_new(c->cc.w->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                               BEV_OPT_CLOSE_ON_FREE);
+    if (c->io.bev == NULL) {
+        h1_close(c, "oom");
+        return -1;
+    }
+    bufferevent_openssl_set_allow_dirty_shutdown(c->io.bev, 1);
+    h1_setcb(c);
+    bufferevent_setwatermark(c->io.bev, EV_READ, 0, VG_CONN_IN_MAX);
+    h1_set_state(c, H1_S_TLS_ACCEPT);
+    h1_arm(c, H1_T_HANDSHAKE);
+    bufferevent_enable(c->io.bev, EV_READ | EV_WRITE);
+    return 0;
+}
+
+/* Accepts fd on la; busy: answer 503 and close. */
+static void h1_accept(struct worker *w, const struct listen_addr *la, evutil_socket_t fd,
+                      const struct sockaddr *sa, bool busy)
+{
+    struct h1conn *c = h1_new(w, la, fd, sa);
+
+    if (c == NULL)
+        return;
+    c->busy = busy;
+    if (la->kind == LISTEN_HTTPS) {
+        h1_accept_tls(c, fd);
+        return;
+    }
+    if (h1_accept_plain(c, fd) < 0)
+        return;
+    h1_enter(c);
+    if (busy)
+        h1_busy(c);
+    else
+        h1_begin(c);
+    h1_leave(c);
+}
+
+void h1conn_accept(struct worker *w, const struct listen_addr *la, evutil_socket_t fd,
+                   const struct sockaddr *sa, int salen)
+{
+    (void)salen;
+    h1_accept(w, la, fd, sa, false);
+}
+
+void h1conn_accept_busy(struct worker *w, const struct listen_addr *la, evutil_socket_t fd,
+                        const struct sockaddr *sa, int salen)
+{
+    (void)salen;
+    h1_accept(w, la, fd, sa, true);
+}

@@ -1,0 +1,208 @@
+/*
+ * proxyconn.c - CONNECT on the explicit-proxy listener (SPEC §1 "explicit proxy", §4), after
+ * its exchange allowed it: the 200, then plain HTTP for the CONNECT host, TLS interception, or
+ * a byte tunnel without interception.
+ *
+ * Guarantees:
+ * - CONNECT to 443 is intercepted (TLS terminated with a leaf for the CONNECT host, whose SNI
+ *   must be that host) - except in default routing for an allowed host the vault does not
+ *   designate, which is tunnelled byte for byte once the ClientHello's SNI was read and found
+ *   equal to the CONNECT host (else the tunnel is closed and the mismatch logged).
+ * - CONNECT to 80 carries plain HTTP for the CONNECT host only (another Host is 421).
+ * - A secret is only ever injected into an intercepted request, and sent over TLS to 443.
+ */
+#include "proxy/h1conn_int.h"
+#include "audit/audit.h"
+#include "common/caps.h"
+#include "common/hostname.h"
+#include "proxy/listen.h"
+#include "proxy/metrics.h"
+#include "proxy/tls.h"
+#include "proxy/tunnel.h"
+#include "proxy/upstream.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/ssl.h>
+
+#define PROXY_HELLO_MAX  (16384 + 5)
+#define PROXY_HTTPS_PORT 443
+#define PROXY_HTTP_PORT  80
+
+static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+
+static double proxy_elapsed(const struct timespec *t0)
+{
+    struct timespec now;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* ---- tunnel without interception ------------------------------------------------------- */
+
+static void proxy_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err,
+                           bool route_tunnel)
+{
+    struct h1conn *c = arg;
+    struct tunnel_info ti = {0};
+    struct bufferevent *client = c->io.bev;
+
+    h1_enter(c);
+    c->upreq = NULL;
+    if (c->state != H1_S_PEEK || bev == NULL) {
+        if (bev != NULL) {
+            bufferevent_free(bev);
+        } else if (c->state == H1_S_PEEK) {
+            /* the 200 is out and the client speaks TLS: closing is the only answer left */
+            metrics_upstream_error(c->cc.w->id, metrics_upstream_kind(err));
+            if (err == UPSTREAM_ERR_PROHIBITED)
+                h1_record_refusal(c, c->cc.host);
+            h1_log(c, LOG_INFO, "tunnel_refused", upstream_err_type(err), NULL);
+            h1_close(c, "tunnel_upstream");
+        }
+        goto out;
+    }
+    audit_route(c->cc.w->sh->audit, c->cc.w->id, c->cc.host,
+                route_tunnel ? AUDIT_ROUTE_TUNNEL : AUDIT_ROUTE_DIRECT);
+    metrics_request(c->cc.w->id, METRICS_D_ALLOW, 200, proxy_elapsed(&c->t_req));
+    ti.id = c->cc.id;
+    ti.client_addr = c->cc.client_addr;
+    ti.la = c->cc.la;
+    ti.host = c->cc.host;
+    ti.route_tunnel = route_tunnel;
+    ti.t_start = c->t_req;
+    evtimer_del(c->timer);
+    bufferevent_set_timeouts(client, NULL, NULL);
+    c->io.bev = NULL; /* the tunnel's from here, even when it cannot start */
+    /* the ClientHello and whatever followed it go first */
+    if (tunnel_start(c->cc.w, &c->link, client, bev, NULL, false, &ti) < 0)
+        h1_close(c, "oom");
+    else
+        h1_handover(c);
+out:
+    h1_leave(c);
+}
+
+/*
+ * Reads the ClientHello of a tunnelled CONNECT and checks its SNI against the CONNECT host
+ * before anything is relayed. The hello waits in the client's input (bounded by its read
+ * watermark); it is forwarded unchanged once the upstream is connected.
+ */
+void proxy_peek(struct h1conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->io.bev);
+    size_t len = evbuffer_get_length(in), need, n;
+    const unsigned char *p, *name = NULL;
+    char host[HOSTNAME_BUFSZ];
+
+    if (c->upreq != NULL || len < 5)
+        return;
+    p = evbuffer_pullup(in, 5);
+    need = 5 + (((size_t)p[3] << 8) | p[4]);
+    if (p[0] != 0x16 || need > PROXY_HELLO_MAX) {
+        h1_log(c, LOG_INFO, "tunnel_refused", "not_tls", NULL);
+        h1_close(c, "tunnel_not_tls");
+        return;
+    }
+    if (len < need)
+        return;
+    p = evbuffer_pullup(in, (ev_ssize_t)need);
+    n = tls_sni_from_client_hello(p + 5, need - 5, &name);
+    if (n == 0 || hostname_normalize((const char *)name, n, host, sizeof(host)) < 0 ||
+        strcmp(host, c->cc.host) != 0) {
+        /* a protocol error (SPEC §4): logged, not a policy refusal */
+        h1_log(c, LOG_WARN, "tunnel_refused", "sni_not_connect_host", NULL);
+        h1_close(c, "tunnel_sni_mismatch");
+        return;
+    }
+    c->upreq = upstream_get(c->cc.w->up, c->cc.host, PROXY_HTTPS_PORT, false, proxy_up_ready, c);
+    if (c->upreq == NULL) {
+        h1_close(c, "tunnel_upstream");
+        return;
+    }
+    h1_reading(c); /* nothing more until the upstream is there */
+}
+
+/* ---- interception ----------------------------------------------------------------------- */
+
+/*
+ * TLS on the CONNECT tunnel. Normally the 200 is out and nothing else was read: the plain
+ * bufferevent lets go of the descriptor and a socket-mode TLS bufferevent takes it (the fast
+ * path of the TLS listener). If the client already sent bytes, or the 200 is still queued, a
+ * filter over the plain bufferevent keeps them in order instead.
+ */
+static void proxy_intercept(struct h1conn *c)
+{
+    SSL *ssl = tls_server_ssl_new(c->cc.w->ssl_ctx, c);
+    struct bufferevent *plain = c->io.bev, *tb;
+    evutil_socket_t fd = bufferevent_getfd(plain);
+
+    if (ssl == NULL) {
+        h1_close(c, "oom");
+        return;
+    }
+    if (fd >= 0 && evbuffer_get_length(bufferevent_get_input(plain)) == 0 &&
+        evbuffer_get_length(bufferevent_get_output(plain)) == 0) {
+        bufferevent_setcb(plain, NULL, NULL, NULL, NULL);
+        bufferevent_setfd(plain, -1); /* keeps the descriptor open on free */
+        bufferevent_free(plain);
+        c->io.bev = NULL;
+        /* from here the bufferevent owns ssl and fd, even when its creation fails */
+        tb = bufferevent_openssl_socket_new(c->cc.w->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                            BEV_OPT_CLOSE_ON_FREE);
+    } else {
+        tb = bufferevent_openssl_filter_new(c->cc.w->base, plain, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                            BEV_OPT_CLOSE_ON_FREE);
+        if (tb == NULL)
+            SSL_free(ssl);
+    }
+    if (tb == NULL) {
+        h1_close(c, "oom");
+        return;
+    }
+    c->io.bev = tb; /* owns the plain one (or its descriptor) now */
+    bufferevent_openssl_set_allow_dirty_shutdown(tb, 1);
+    h1_setcb(c);
+    bufferevent_setwatermark(tb, EV_READ, 0, VG_CONN_IN_MAX);
+    c->cc.tls = true;
+    c->cc.default_port = PROXY_HTTPS_PORT;
+    h1_set_state(c, H1_S_TLS_ACCEPT);
+    h1_arm(c, H1_T_HANDSHAKE);
+    bufferevent_enable(tb, EV_READ | EV_WRITE);
+}
+
+/* ---- CONNECT allowed -------------------------------------------------------------------- */
+
+void proxy_connected(struct h1conn *c)
+{
+    const char *host;
+    int port;
+    bool tunnel;
+
+    exchange_connect_target(c->x, &host, &port, &tunnel);
+    snprintf(c->cc.host, sizeof(c->cc.host), "%s", host);
+    exchange_free(&c->x);
+    c->req = NULL;
+    evbuffer_add(c->io.stage, established, sizeof(established) - 1);
+    bevio_push(&c->io);
+    c->cc.host_fixed = true;
+    c->cc.default_port = port;
+    h1_log(c, LOG_DEBUG, "connect", port == PROXY_HTTP_PORT ? "plain" : "tls", NULL);
+    if (port == PROXY_HTTP_PORT) {
+        /* plain HTTP for the CONNECT host, on this connection */
+        h1_begin(c);
+    } else if (tunnel) {
+        /* default routing: not ours to intercept (the CA cannot sign for it); tunnel it */
+        h1_set_state(c, H1_S_PEEK);
+        h1_arm(c, H1_T_PEEK);
+        h1_reading(c);
+        h1_schedule_input(c);
+    } else {
+        proxy_intercept(c);
+    }
+}

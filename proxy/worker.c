@@ -1,0 +1,453 @@
+/*
+ * worker.c - the worker threads: event loop, listeners, the connection list, the policy
+ * snapshot reference, the log batch, drain and abort.
+ *
+ * Guarantees: a connection stays on the worker that accepted it; nothing but this file touches
+ * a worker's connection list; workers never take a lock on the request path except to pick up
+ * a new policy snapshot once per reload. Connections over the limit (sh->max_conns) are
+ * answered 503 while VG_CONN_BUSY_RESERVE lasts, then closed at accept. A drain ends the loop
+ * when the last connection has left; an abort closes every connection at once.
+ */
+#include "proxy/worker.h"
+#include "audit/log.h"
+#include "common/caps.h"
+#include "proxy/h1conn.h"
+#include "proxy/metrics.h"
+#include "proxy/tls.h"
+#include "proxy/upstream.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/listener.h>
+
+enum {
+    WORKER_CMD_NONE = 0,
+    WORKER_CMD_DRAIN,
+    WORKER_CMD_ABORT,
+    WORKER_CMD_POLICY, /* a reload happened: drop the old snapshot now, not at the next accept */
+};
+
+/* ---- policy snapshot -------------------------------------------------------------------- */
+
+void worker_policy_swap(struct worker_shared *sh, struct policy *p)
+{
+    struct policy *old;
+
+    pthread_mutex_lock(&sh->policy_lock);
+    old = sh->policy;
+    sh->policy = p;
+    atomic_fetch_add(&sh->policy_gen, 1);
+    pthread_mutex_unlock(&sh->policy_lock);
+    policy_unref(&old);
+}
+
+struct policy *worker_policy_ref(struct worker_shared *sh)
+{
+    struct policy *p;
+
+    pthread_mutex_lock(&sh->policy_lock);
+    p = policy_ref(sh->policy);
+    pthread_mutex_unlock(&sh->policy_lock);
+    return p;
+}
+
+struct policy *worker_policy(struct worker *w)
+{
+    if (w->policy == NULL || atomic_load(&w->sh->policy_gen) != w->policy_gen) {
+        struct policy *old = w->policy;
+
+        pthread_mutex_lock(&w->sh->policy_lock);
+        w->policy = policy_ref(w->sh->policy);
+        w->policy_gen = atomic_load(&w->sh->policy_gen);
+        pthread_mutex_unlock(&w->sh->policy_lock);
+        policy_unref(&old);
+    }
+    return w->policy;
+}
+
+/* ---- connections --------------------------------------------------------------------------- */
+
+uint64_t worker_attach(struct worker *w, struct worker_link *l, const struct worker_link_ops *ops)
+{
+    l->ops = ops;
+    l->prev = NULL;
+    l->next = w->conns;
+    if (w->conns != NULL)
+        w->conns->prev = l;
+    w->conns = l;
+    w->nconns++;
+    atomic_fetch_add(&w->sh->active_conns, 1);
+    metrics_conn_open(w->id);
+    return ((uint64_t)w->id << 48) | ++w->next_conn_id;
+}
+
+void worker_replace(struct worker *w, struct worker_link *from, struct worker_link *to,
+                    const struct worker_link_ops *ops)
+{
+    to->ops = ops;
+    to->prev = from->prev;
+    to->next = from->next;
+    if (to->prev != NULL)
+        to->prev->next = to;
+    else
+        w->conns = to;
+    if (to->next != NULL)
+        to->next->prev = to;
+    from->prev = from->next = NULL;
+}
+
+void worker_detach(struct worker *w, struct worker_link *l)
+{
+    if (l->prev != NULL)
+        l->prev->next = l->next;
+    else
+        w->conns = l->next;
+    if (l->next != NULL)
+        l->next->prev = l->prev;
+    l->prev = l->next = NULL;
+    w->nconns--;
+    atomic_fetch_sub(&w->sh->active_conns, 1);
+    metrics_conn_close(w->id);
+    if (w->draining && w->nconns == 0)
+        event_base_loopexit(w->base, NULL);
+}
+
+/* Closes every connection of w at once. */
+static void worker_abort_conns(struct worker *w)
+{
+    while (w->conns != NULL)
+        w->conns->ops->abort(w->conns);
+}
+
+/* ---- workers ---------------------------------------------------------------------------- */
+
+struct worker_slot {
+    struct worker *w;
+    const struct listen_addr *la;
+    struct evconnlistener *lev;
+    struct event *resume; /* re-enables accepting after descriptors ran out */
+};
+
+#define LISTEN_PAUSE_MS 100 /* accept pause after EMFILE/ENFILE */
+
+/* One warn line per worker per second at most while connections are over the limit. */
+static void limit_note(struct worker *w, int active)
+{
+    struct timespec now;
+
+    w->limit_refused++;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((int64_t)now.tv_sec == w->limit_logged)
+        return;
+    w->limit_logged = (int64_t)now.tv_sec;
+    log_eventf(LOG_WARN, "conn_limit", "connection_limit_reached",
+               "%d connections open, limit %d: %llu refused", active, w->sh->max_conns,
+               (unsigned long long)w->limit_refused);
+    w->limit_refused = 0;
+}
+
+static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
+                      void *arg)
+{
+    struct worker_slot *s = arg;
+    struct worker_shared *sh = s->w->sh;
+    int active = atomic_load(&sh->active_conns);
+
+    (void)l;
+    if (active < sh->max_conns) {
+        h1conn_accept(s->w, s->la, fd, sa, salen);
+        return;
+    }
+    limit_note(s->w, active);
+    if (active < sh->max_conns + VG_CONN_BUSY_RESERVE)
+        h1conn_accept_busy(s->w, s->la, fd, sa, salen); /* 503, then close */
+    else
+        evutil_closesocket(fd);
+}
+
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker_slot *s = arg;
+
+    (void)fd;
+    (void)what;
+    if (s->lev != NULL)
+        evconnlistener_enable(s->lev);
+}
+
+static void accept_error_cb(struct evconnlistener *l, void *arg)
+{
+    int e = EVUTIL_SOCKET_ERROR();
+    struct worker_slot *s = arg;
+    struct timeval pause = {0, LISTEN_PAUSE_MS * 1000};
+
+    /* Out of descriptors: the pending connection stays queued and every accept would fail at
+     * once, so stop accepting for a moment instead of spinning (and logging) in a loop. */
+    if ((e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) && s->resume != NULL) {
+        evconnlistener_disable(l);
+        evtimer_add(s->resume, &pause);
+    }
+    log_eventf(LOG_WARN, "accept_error", "accept", "%s on %s", strerror(e), s->la->label);
+}
+
+static void worker_free_listeners(struct worker *w)
+{
+    for (size_t i = 0; i < w->nlevs; i++) {
+        if (w->levs[i] != NULL)
+            evconnlistener_free(w->levs[i]);
+    }
+    for (size_t i = 0; w->slots != NULL && i < w->sh->naddrs; i++) {
+        if (w->slots[i].resume != NULL)
+            event_free(w->slots[i].resume);
+    }
+    free(w->levs);
+    free(w->slots);
+    w->levs = NULL;
+    w->slots = NULL;
+    w->nlevs = 0;
+}
+
+void worker_drain(struct worker *w)
+{
+    struct worker_link *l, *next;
+
+    if (w->draining)
+        return;
+    w->draining = true;
+    worker_free_listeners(w);
+    for (l = w->conns; l != NULL; l = next) {
+        next = l->next; /* a drain closes at most its own connection */
+        l->ops->drain(l);
+    }
+    if (w->nconns == 0)
+        event_base_loopexit(w->base, NULL);
+}
+
+void worker_abort(struct worker *w)
+{
+    w->draining = true;
+    worker_free_listeners(w);
+    worker_abort_conns(w);
+    event_base_loopexit(w->base, NULL);
+}
+
+static void ctl_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    uint64_t v;
+    ssize_t r;
+    int cmd = atomic_load(&w->ctl_cmd);
+
+    (void)what;
+    r = read(fd, &v, sizeof(v));
+    (void)r;
+    if (cmd == WORKER_CMD_DRAIN)
+        worker_drain(w);
+    else if (cmd == WORKER_CMD_POLICY)
+        worker_policy(w);
+    else if (cmd == WORKER_CMD_ABORT)
+        worker_abort(w);
+}
+
+/*
+ * A worker's request lines are written once per loop turn, not one write(2) each: the first
+ * line of a turn activates this event, which libevent runs after the callbacks already due in
+ * that turn, and it writes the batch (audit/log.c). Errors and warnings are never held back.
+ */
+static void log_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+    log_flush();
+}
+
+static void log_wake(void *arg)
+{
+    event_active(arg, EV_TIMEOUT, 1);
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+
+    w->log_flush_ev = event_new(w->base, -1, 0, log_flush_cb, NULL);
+    if (w->log_flush_ev != NULL)
+        log_batch_begin(log_wake, w->log_flush_ev);
+    event_base_dispatch(w->base);
+    log_batch_end();
+    if (w->log_flush_ev != NULL)
+        event_free(w->log_flush_ev);
+    w->log_flush_ev = NULL;
+    return NULL;
+}
+
+static int worker_init(struct worker *w, struct worker_shared *sh, int id, char *err, size_t errlen)
+{
+    struct event_config *cfg = NULL;
+    int ret = -1;
+
+    w->id = id;
+    w->sh = sh;
+    w->ctl_fd = -1;
+    cfg = event_config_new();
+    if (cfg == NULL)
+        goto out;
+    /* one thread per base: no locking inside libevent; the epoll changelist folds the
+     * enable/disable pairs of one loop turn into at most one epoll_ctl per descriptor */
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK | EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    w->base = event_base_new_with_config(cfg);
+    if (w->base == NULL) {
+        snprintf(err, errlen, "worker %d: event base", id);
+        goto out;
+    }
+    w->up = upstream_ctx_new(w->base, sh->upcfg, err, errlen);
+    if (w->up == NULL)
+        goto out;
+    w->ssl_ctx = tls_server_ctx_new(sh->ticket_keys, err, errlen);
+    if (w->ssl_ctx == NULL)
+        goto out;
+    w->ctl_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->ctl_fd < 0) {
+        snprintf(err, errlen, "worker %d: eventfd: %s", id, strerror(errno));
+        goto out;
+    }
+    w->ctl_ev = event_new(w->base, w->ctl_fd, EV_READ | EV_PERSIST, ctl_cb, w);
+    if (w->ctl_ev == NULL || event_add(w->ctl_ev, NULL) < 0)
+        goto out;
+    w->levs = calloc(sh->naddrs > 0 ? sh->naddrs : 1, sizeof(w->levs[0]));
+    w->slots = calloc(sh->naddrs > 0 ? sh->naddrs : 1, sizeof(w->slots[0]));
+    if (w->levs == NULL || w->slots == NULL)
+        goto out;
+    for (size_t i = 0; i < sh->naddrs; i++) {
+        struct worker_slot *s = &w->slots[i];
+
+        s->w = w;
+        s->la = &sh->addrs[i];
+        s->resume = evtimer_new(w->base, resume_cb, s);
+        if (s->resume == NULL)
+            goto out;
+        w->levs[i] =
+            evconnlistener_new(w->base, accept_cb, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+                               0, sh->addrs[i].fds[id]);
+        if (w->levs[i] == NULL) {
+            snprintf(err, errlen, "worker %d: listener %s", id, sh->addrs[i].label);
+            goto out;
+        }
+        sh->addrs[i].fds[id] = -1; /* owned by the evconnlistener now */
+        s->lev = w->levs[i];
+        w->nlevs = i + 1;
+        evconnlistener_set_error_cb(w->levs[i], accept_error_cb);
+    }
+    ret = 0;
+out:
+    if (ret < 0 && err[0] == '\0')
+        snprintf(err, errlen, "worker %d: out of memory", id);
+    if (cfg != NULL)
+        event_config_free(cfg);
+    return ret;
+}
+
+static void worker_free(struct worker *w)
+{
+    worker_abort_conns(w);
+    worker_free_listeners(w);
+    upstream_ctx_free(&w->up);
+    if (w->ctl_ev != NULL)
+        event_free(w->ctl_ev);
+    if (w->ctl_fd >= 0)
+        close(w->ctl_fd);
+    SSL_CTX_free(w->ssl_ctx);
+    policy_unref(&w->policy);
+    if (w->base != NULL)
+        event_base_free(w->base);
+    memset(w, 0, sizeof(*w));
+}
+
+struct worker *worker_start_all(struct worker_shared *sh, char *err, size_t errlen)
+{
+    struct worker *ws = calloc((size_t)sh->nworkers, sizeof(*ws));
+    int i;
+
+    if (ws == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    err[0] = '\0';
+    for (i = 0; i < sh->nworkers; i++)
+        ws[i].ctl_fd = -1;
+    for (i = 0; i < sh->nworkers; i++) {
+        if (worker_init(&ws[i], sh, i, err, errlen) < 0)
+            goto fail;
+    }
+    for (i = 0; i < sh->nworkers; i++) {
+        if (pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]) != 0) {
+            snprintf(err, errlen, "worker %d: cannot start thread", i);
+            goto fail;
+        }
+        ws[i].started = true;
+    }
+    return ws;
+fail:
+    worker_stop_all(&ws, sh->nworkers, 0);
+    return NULL;
+}
+
+static void worker_send(struct worker *w, int cmd)
+{
+    uint64_t one = 1;
+    ssize_t r;
+
+    if (w->ctl_fd < 0)
+        return;
+    atomic_store(&w->ctl_cmd, cmd);
+    r = write(w->ctl_fd, &one, sizeof(one));
+    (void)r;
+}
+
+void worker_refresh_all(struct worker *ws, int nworkers)
+{
+    for (int i = 0; ws != NULL && i < nworkers; i++) {
+        if (ws[i].started && atomic_load(&ws[i].ctl_cmd) != WORKER_CMD_DRAIN)
+            worker_send(&ws[i], WORKER_CMD_POLICY);
+    }
+}
+
+void worker_stop_all(struct worker **wsp, int nworkers, double grace_s)
+{
+    struct worker *ws = *wsp;
+    struct timespec deadline;
+
+    if (ws == NULL)
+        return;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += (time_t)grace_s;
+    deadline.tv_nsec += (long)((grace_s - (double)(time_t)grace_s) * 1e9);
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    for (int i = 0; i < nworkers; i++) {
+        if (ws[i].started)
+            worker_send(&ws[i], WORKER_CMD_DRAIN);
+    }
+    for (int i = 0; i < nworkers; i++) {
+        if (!ws[i].started)
+            continue;
+        if (pthread_timedjoin_np(ws[i].thread, NULL, &deadline) != 0) {
+            log_eventf(LOG_WARN, "stop", "grace_expired",
+                       "worker %d: closing connections still open after %.0f s", i, grace_s);
+            worker_send(&ws[i], WORKER_CMD_ABORT);
+            pthread_join(ws[i].thread, NULL);
+        }
+        ws[i].started = false;
+    }
+    for (int i = 0; i < nworkers; i++)
+        worker_free(&ws[i]);
+    free(ws);
+    *wsp = NULL;
+}

@@ -1,0 +1,143 @@
+/*
+ * worker.h - the worker threads of `vaultgate run`: one event loop each, the connections it
+ * accepted, its reference to the policy snapshot, its log batch, and the drain and abort of a
+ * stop (ARCHITECTURE.md "Threads and shared state").
+ *
+ * Each worker owns an event_base, an upstream context, a server SSL_CTX, one listening socket
+ * per listener (bound by listen.c) and every connection it accepted, from accept to close.
+ * Nothing outside worker.c touches a worker's connection list: a connection joins it with
+ * worker_attach() and leaves it with worker_detach() from its own teardown.
+ */
+#ifndef VG_WORKER_H
+#define VG_WORKER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <openssl/ssl.h>
+
+#include "policy/policy.h"
+#include "proxy/listen.h"
+
+struct event_base;
+struct event;
+struct evconnlistener;
+struct upstream_config;
+struct upstream_ctx;
+struct certcache;
+struct audit;
+struct ca;
+struct worker_slot;
+
+/* State every worker reads; written only by the main thread before workers start, except the
+ * policy pointer (policy_lock) and the atomics. */
+struct worker_shared {
+    struct ca *ca;
+    struct certcache *certs;
+    struct audit *audit;
+    enum policy_mode mode; /* routing mode the CA was built for; fixed for the run */
+    const struct upstream_config *upcfg;
+    unsigned char ticket_keys[80]; /* shared session ticket keys: resumption across workers */
+    struct listen_addr *addrs;
+    size_t naddrs;
+    int nworkers;
+    int max_conns; /* connections past this are answered 503 (VG_CONN_BUSY_RESERVE), then closed */
+
+    pthread_mutex_t policy_lock;
+    struct policy *policy; /* current snapshot; the shared structure holds one reference */
+    _Atomic uint64_t policy_gen;
+    _Atomic int active_conns; /* over all workers */
+};
+
+/*
+ * What a worker can ask of a connection it holds. Both are called on the worker's thread from
+ * worker.c only; the connection may detach (and free itself) inside either.
+ */
+struct worker_link;
+struct worker_link_ops {
+    /* Stop: close now if nothing is in flight, else after the current response. */
+    void (*drain)(struct worker_link *l);
+    /* Close now. */
+    void (*abort)(struct worker_link *l);
+};
+
+/* Embedded in every connection object a worker holds. */
+struct worker_link {
+    struct worker_link *prev, *next;
+    const struct worker_link_ops *ops;
+};
+
+struct worker {
+    int id;
+    struct worker_shared *sh;
+    struct event_base *base;
+    struct upstream_ctx *up;
+    SSL_CTX *ssl_ctx;
+    struct evconnlistener **levs;
+    struct worker_slot *slots; /* accept callback arguments, one per listener */
+    size_t nlevs;
+    struct policy *policy; /* this worker's reference to the snapshot of policy_gen */
+    uint64_t policy_gen;
+    struct worker_link *conns; /* every live connection */
+    size_t nconns;
+    uint64_t next_conn_id;
+    int ctl_fd; /* eventfd: the main thread asks for a stop or a snapshot refresh */
+    struct event *ctl_ev;
+    _Atomic int ctl_cmd;
+    bool draining;
+    uint64_t limit_refused; /* over-limit connections since the last conn_limit log line */
+    int64_t limit_logged;   /* CLOCK_MONOTONIC second of that line */
+    struct event *log_flush_ev;
+    pthread_t thread;
+    bool started;
+};
+
+/* Creates the workers (event base, upstream ctx, SSL_CTX, listeners on the sockets bound by
+ * listen.c) and starts their threads. Returns an array of sh->nworkers workers, or NULL + err. */
+struct worker *worker_start_all(struct worker_shared *sh, char *err, size_t errlen);
+
+/* Asks every worker to stop accepting and to close connections as their requests finish, then
+ * waits up to grace_s seconds; connections still open then are closed. Frees the workers. */
+void worker_stop_all(struct worker **wsp, int nworkers, double grace_s);
+
+/* Asks every worker to take the current snapshot now and drop its reference to the previous
+ * one (so a reloaded-away snapshot and its secrets go once the connections that hold it end,
+ * even on a worker that accepts nothing new). Main thread. */
+void worker_refresh_all(struct worker *ws, int nworkers);
+
+/* Replaces the shared snapshot; takes ownership of p. Any thread. */
+void worker_policy_swap(struct worker_shared *sh, struct policy *p);
+
+/* New reference to the current snapshot. Any thread (admin status). */
+struct policy *worker_policy_ref(struct worker_shared *sh);
+
+/* The worker's current snapshot (borrowed; take policy_ref to keep it). Worker thread only. */
+struct policy *worker_policy(struct worker *w);
+
+/*
+ * A new connection joins w (counted in connections_active) under a fresh id, returned. The
+ * link stays valid until worker_detach(). Worker thread only.
+ */
+uint64_t worker_attach(struct worker *w, struct worker_link *l, const struct worker_link_ops *ops);
+
+/* The connection of `from` goes on as `to` (a transport hands its socket to another): the same
+ * place in the list, nothing counted. */
+void worker_replace(struct worker *w, struct worker_link *from, struct worker_link *to,
+                    const struct worker_link_ops *ops);
+
+/* A connection leaves w for good (its teardown). A draining worker whose last connection left
+ * ends its loop. */
+void worker_detach(struct worker *w, struct worker_link *l);
+
+/*
+ * What a stop command runs on the worker's thread: drain closes listeners and asks every
+ * connection to finish its current response (the loop ends with the last one); abort closes
+ * every connection at once and ends the loop.
+ */
+void worker_drain(struct worker *w);
+void worker_abort(struct worker *w);
+
+#endif

@@ -213,6 +213,26 @@ static const struct {
      "host_policy.hosts[\"a.example.com\"]"},
     {"{'version':1,'host_policy':{'hosts':[]}}",
      "host_policy.hosts: expected an object, got an array"},
+    /* a credential pasted into the wrong field is echoed masked, the path still named */
+    {"{'version':1,'secrets':{'A':{'file':'sk-proj-Zq8Ck3'}}}",
+     "secrets.A.file: expected an absolute path, got \"**************\""},
+    {"{'version':1,'secrets':{'A':{'file':'/run/ghp_Zq8Ck3'}}}",
+     "secrets.A.file: cannot read \"***************\": No such file or directory"},
+    {"{'version':1,'secrets':{'A':{'env':'ghp_Zq8Ck3Lp9'}}}",
+     "secrets.A.env: environment variable ************* is not set"},
+    {"{'version':1,'secrets':{'sk-proj-Zq8':{'value':'CANARY-a'}}}",
+     "secrets[\"***********\"]: secret name must match [A-Z][A-Z0-9_]{0,63}"},
+    {"{'version':1,'ghp_Zq8Ck3':1}", "[\"**********\"]: unknown field"},
+    {"{'version':1," SEC ",'rules':[{'host_pattern':'api.example.com',"
+     "'secret':'AKIAIOSFODNN7EXAMPLE','scheme':'bearer'}]}",
+     "rules[0].secret: unknown secret \"********************\""},
+    {RULEP("*.AKIAIOSFODNN7EXAMPLE"),
+     "rules[0].host_pattern: \"**********************\" is too broad for a rule"},
+    {RULEP("*.Zq8Ck3Lp9Xw2Vb7Nm4RtZq8Ck3Lp9Xw2Vb7Nm4Rt"),
+     "rules[0].host_pattern: \"******************************************\" is too broad for a "
+     "rule"},
+    {"{'version':1,'host_policy':{'hosts':{'sk-proj-Zq8':'maybe'}}}",
+     "host_policy.hosts[\"***********\"]: expected one of allow, block"},
 };
 
 START_TEST(test_vault_error)

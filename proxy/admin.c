@@ -12,7 +12,9 @@
  * query, header) is ever logged. Admin requests have no body: one that announces a body is not
  * read (GET/HEAD: 400) and the connection closes after the answer. Keep-alive as HTTP/1.1 says
  * (HTTP/1.0 always closes); one request at a time, so a connection buffers at most one head and
- * one answer. A head must arrive within ADMIN_IDLE_S; at most VG_ADMIN_MAX_CONNS connections. A
+ * one answer. A head must arrive within ADMIN_IDLE_S; at most VG_ADMIN_MAX_CONNS connections, and
+ * a new one is never refused for that: the connection that has waited longest for a request
+ * head is closed to make room, so idle connections cannot lock out /healthz and /readyz. A
  * unix socket is created mode 0660 and unlinked on stop only if it is still ours.
  */
 #include "proxy/admin.h"
@@ -30,6 +32,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +75,7 @@ struct admin {
     bool accept_paused;
     struct admin_conn *conns; /* every open connection, for admin_stop */
     unsigned nconns;
+    uint64_t seq; /* orders the connections' state changes, for eviction at the cap */
     struct admin_ops ops;
     char *ca_pem;
     size_t ca_pem_len;
@@ -98,6 +102,7 @@ struct admin_conn {
     struct http1_parser *parser;
     struct event *timer; /* head deadline, write deadline, or end of lingering */
     enum admin_conn_state state;
+    uint64_t since;              /* ad->seq when the current state began */
     const struct http1_msg *msg; /* from on_head until the request is answered */
     size_t head_bytes;           /* fed to the parser towards the current head */
     size_t lingered;             /* discarded while lingering */
@@ -462,12 +467,12 @@ static void route(struct admin_conn *c, const struct http_head *h)
 
 /* ---- connections ---- */
 
-/* Accepts while below VG_ADMIN_MAX_CONNS and not pausing after an accept error. */
+/* Accepts unless pausing after an accept error (at the cap, on_accept makes room). */
 static void listener_update(struct admin *ad)
 {
     if (ad->lev == NULL)
         return;
-    if (ad->nconns < VG_ADMIN_MAX_CONNS && !ad->accept_paused)
+    if (!ad->accept_paused)
         evconnlistener_enable(ad->lev);
     else
         evconnlistener_disable(ad->lev);
@@ -505,10 +510,16 @@ static void arm(struct admin_conn *c, int seconds)
     evtimer_add(c->timer, &tv);
 }
 
+static void set_state(struct admin_conn *c, enum admin_conn_state state)
+{
+    c->state = state;
+    c->since = ++c->ad->seq;
+}
+
 /* Ready for the next request head; the deadline for it starts now. */
 static void conn_await_head(struct admin_conn *c)
 {
-    c->state = AC_HEAD;
+    set_state(c, AC_HEAD);
     c->head_bytes = 0;
     c->head_only = false;
     arm(c, ADMIN_IDLE_S);
@@ -518,7 +529,7 @@ static void conn_await_head(struct admin_conn *c)
 /* An answer is queued: nothing more is read until it has been written (one at a time). */
 static void conn_start_write(struct admin_conn *c)
 {
-    c->state = AC_WRITE;
+    set_state(c, AC_WRITE);
     bufferevent_disable(c->bev, EV_READ);
     arm(c, ADMIN_WRITE_S);
 }
@@ -532,7 +543,7 @@ static void conn_linger(struct admin_conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->bev);
 
-    c->state = AC_LINGER;
+    set_state(c, AC_LINGER);
     c->lingered = evbuffer_get_length(in);
     evbuffer_drain(in, c->lingered);
     shutdown(bufferevent_getfd(c->bev), SHUT_WR);
@@ -687,14 +698,38 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     conn_free(&c);
 }
 
+/*
+ * At VG_ADMIN_MAX_CONNS: closes the connection that has waited longest for a request head (an
+ * idle keep-alive connection, or a head still arriving); when every connection is being
+ * answered or lingering, the one longest in that state.
+ */
+static void make_room(struct admin *ad)
+{
+    struct admin_conn *head = NULL, *any = NULL;
+
+    for (struct admin_conn *c = ad->conns; c != NULL; c = c->next) {
+        if (c->state == AC_HEAD && (head == NULL || c->since < head->since))
+            head = c;
+        if (any == NULL || c->since < any->since)
+            any = c;
+    }
+    if (head != NULL)
+        conn_free(&head);
+    else
+        conn_free(&any);
+}
+
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
                       void *arg)
 {
     struct admin *ad = arg;
-    struct admin_conn *c = calloc(1, sizeof(*c));
-    struct bufferevent *bev =
-        c != NULL ? bufferevent_socket_new(ad->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
+    struct admin_conn *c = NULL;
+    struct bufferevent *bev = NULL;
 
+    while (ad->nconns >= VG_ADMIN_MAX_CONNS)
+        make_room(ad);
+    c = calloc(1, sizeof(*c));
+    bev = c != NULL ? bufferevent_socket_new(ad->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
     if (bev == NULL) {
         evutil_closesocket(fd);
         free(c);

@@ -390,6 +390,30 @@ START_TEST(test_vault_env_removed)
 }
 END_TEST
 
+/* putenv() keeps the caller's bytes in place, as the initial environment block does: the whole
+ * entry, name included, must be overwritten there; other variables stay. */
+START_TEST(test_vault_env_entry_wiped)
+{
+    static char entry[] = "VG_TEST_ENV_WIPED=CANARY-env-7a7a";
+    const char *json = "{'version':1,'secrets':{'E':{'env':'VG_TEST_ENV_WIPED'}},"
+                       "'rules':[{'host_pattern':'api.example.com','secret':'E',"
+                       "'scheme':'bearer'}]}";
+    char err[ERRSZ];
+    struct policy *p;
+
+    ck_assert_int_eq(setenv("VG_TEST_ENV_NEIGHBOUR", "stays", 1), 0);
+    ck_assert_int_eq(putenv(entry), 0);
+    p = parse_q(json, err);
+    ck_assert_msg(p != NULL, "%s", err);
+    assert_secret(p, 0, "CANARY-env-7a7a");
+    for (size_t i = 0; i < sizeof(entry); i++)
+        ck_assert_msg(entry[i] == '\0', "byte %zu of the entry survived", i);
+    ck_assert_ptr_null(getenv("VG_TEST_ENV_WIPED"));
+    ck_assert_str_eq(getenv("VG_TEST_ENV_NEIGHBOUR"), "stays");
+    policy_unref(&p);
+}
+END_TEST
+
 static void write_file(const char *path, const char *data, size_t len)
 {
     FILE *f = fopen(path, "wb");
@@ -737,6 +761,7 @@ Suite *suite_vault(void)
     tcase_add_test(tc, test_vault_secret_lengths);
     tcase_add_test(tc, test_vault_too_large);
     tcase_add_test(tc, test_vault_env_removed);
+    tcase_add_test(tc, test_vault_env_entry_wiped);
     tcase_add_test(tc, test_vault_file_secret);
     tcase_add_test(tc, test_vault_minimal_and_run);
     suite_add_tcase(s, tc);

@@ -773,9 +773,9 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 /*
  * At VG_ADMIN_MAX_CONNS: closes the connection that has waited longest for a request head (an
  * idle keep-alive connection, or a head still arriving); when every connection is being
- * answered or lingering, the one longest in that state.
+ * answered or lingering, the one longest in that state. false when there is none to close.
  */
-static void make_room(struct admin *ad)
+static bool make_room(struct admin *ad)
 {
     struct admin_conn *head = NULL, *any = NULL;
 
@@ -785,10 +785,10 @@ static void make_room(struct admin *ad)
         if (any == NULL || c->since < any->since)
             any = c;
     }
-    if (head != NULL)
-        conn_free(&head);
-    else
-        conn_free(&any);
+    if (any == NULL)
+        return false;
+    conn_free(head != NULL ? &head : &any);
+    return true;
 }
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
@@ -798,8 +798,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     struct admin_conn *c = NULL;
     struct bufferevent *bev = NULL;
 
-    while (ad->nconns >= VG_ADMIN_MAX_CONNS)
-        make_room(ad);
+    while (ad->nconns >= VG_ADMIN_MAX_CONNS && make_room(ad))
+        ;
     c = calloc(1, sizeof(*c));
     bev = c != NULL ? bufferevent_socket_new(ad->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
     if (bev == NULL) {

@@ -1,16 +1,16 @@
 /*
- * log.c - JSON-lines event log on stderr, with the redactor.
+ * log.c - JSON-lines event log on stderr.
  *
  * Guarantees: one event is one line, and a line is only ever written whole (alone, or with
  * other whole lines of the same thread: see log_batch_begin), so lines never interleave; the
  * level is checked before any formatting; every string is JSON-escaped; free text passes through
- * log_redact() first. There is no way to log a path, query, header value or body: struct log_fields
- * has no such field.
+ * the redactor (common/redact.h) first. There is no way to log a path, query, header value or body:
+ * struct log_fields has no such field.
  */
 #include "audit/log.h"
+#include "common/redact.h"
 #include "common/timefmt.h"
 
-#include <ctype.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -19,8 +19,6 @@
 
 #define LOG_LINE_MAX   4096
 #define LOG_DETAIL_MAX 1024
-/* A run of token characters at least this long is treated as a credential. */
-#define LOG_TOKEN_RUN 32
 
 static _Atomic int log_level = LOG_INFO;
 
@@ -192,7 +190,7 @@ static void put_fields(struct line *l, const struct log_fields *f)
 
         memcpy(detail, f->detail, n);
         detail[n] = '\0';
-        PUT_STR(l, "detail", log_redact(detail));
+        PUT_STR(l, "detail", redact_text(detail));
     }
 }
 
@@ -327,88 +325,4 @@ void log_eventf(enum log_level level, const char *event, const char *reason, con
     f.reason = reason;
     f.detail = detail;
     log_event(level, event, &f);
-}
-
-static int is_token_char(unsigned char c)
-{
-    return isalnum(c) || c == '-' || c == '_' || c == '.' || c == '+' || c == '/' || c == '=' ||
-           c == '~';
-}
-
-static void mask(char *s, size_t from, size_t to)
-{
-    for (size_t i = from; i < to; i++)
-        s[i] = '*';
-}
-
-/* Length of the token starting at s (token characters only). */
-static size_t token_len(const char *s)
-{
-    size_t n = 0;
-
-    while (s[n] != '\0' && is_token_char((unsigned char)s[n]))
-        n++;
-    return n;
-}
-
-static const char *const secret_prefixes[] = {
-    "sk-",    "sk_",   "pk_",   "rk_",   "ghp_",  "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
-    "glpat-", "xoxb-", "xoxp-", "xoxa-", "xoxs-", "AKIA", "ASIA", "AIza", "hf_",  "npm_",
-};
-
-/* Words after which the next token is a credential: "Bearer x", "password=x", "key: x". */
-static const char *const secret_keys[] = {
-    "bearer",  "basic",   "token", "password",      "passwd", "secret",     "apikey",
-    "api_key", "api-key", "key",   "authorization", "auth",   "credential", "x-api-key",
-};
-
-static int after_key(const char *s, size_t start)
-{
-    size_t end = start, i;
-
-    /* skip separators backwards: spaces, '=', ':', '"' */
-    while (end > 0 && strchr(" =:\"'", s[end - 1]) != NULL)
-        end--;
-    if (end == start)
-        return 0;
-    i = end;
-    while (i > 0 && (isalnum((unsigned char)s[i - 1]) || s[i - 1] == '_' || s[i - 1] == '-'))
-        i--;
-    for (size_t k = 0; k < sizeof(secret_keys) / sizeof(secret_keys[0]); k++) {
-        size_t kl = strlen(secret_keys[k]);
-
-        if (end - i == kl && strncasecmp(s + i, secret_keys[k], kl) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-char *log_redact(char *s)
-{
-    size_t i = 0;
-
-    while (s[i] != '\0') {
-        size_t n;
-        int hit = 0;
-
-        if (!is_token_char((unsigned char)s[i])) {
-            i++;
-            continue;
-        }
-        n = token_len(s + i);
-        if (n >= LOG_TOKEN_RUN)
-            hit = 1;
-        for (size_t k = 0; !hit && k < sizeof(secret_prefixes) / sizeof(secret_prefixes[0]); k++) {
-            size_t pl = strlen(secret_prefixes[k]);
-
-            if (n > pl && strncmp(s + i, secret_prefixes[k], pl) == 0)
-                hit = 1;
-        }
-        if (!hit && n >= 8 && after_key(s, i))
-            hit = 1;
-        if (hit)
-            mask(s, i, i + n);
-        i += n;
-    }
-    return s;
 }

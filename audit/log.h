@@ -64,11 +64,4 @@ void log_batch_end(void);
 void log_eventf(enum log_level level, const char *event, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/*
- * Masks credential-shaped substrings of s in place with '*' (Bearer/Basic tokens, key=value
- * credentials, known key prefixes such as sk-, ghp_, github_pat_, xox?-, AKIA, and long runs of
- * token characters). Returns s.
- */
-char *log_redact(char *s);
-
 #endif

@@ -10,6 +10,8 @@
  */
 #include "policy/policy.h"
 #include "policy/policy_int.h"
+#include "common/caps.h"
+#include "common/redact.h"
 #include "common/secmem.h"
 
 #include <openssl/evp.h>
@@ -420,12 +422,14 @@ static int derive_messages(struct policy *p)
 {
     const struct vault *v = p->v;
     bool any_block = false;
-    char buf[160];
+    char buf[160], name[VG_SECRET_NAME_MAX + 1];
 
     for (size_t i = 0; i < v->nsecrets; i++) {
         if (v->secrets[i].used)
             continue;
-        snprintf(buf, sizeof(buf), "secret %s is not used by any rule", v->secrets[i].name);
+        /* a name is echoed through the redactor too: AKIA... is a valid secret name */
+        snprintf(buf, sizeof(buf), "secret %s is not used by any rule",
+                 redact_copy(name, sizeof(name), v->secrets[i].name));
         if (push_str(&p->warnings, &p->nwarnings, buf) != 0)
             return -1;
     }

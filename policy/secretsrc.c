@@ -2,9 +2,9 @@
  * secretsrc.c - where secret bytes come from at load time: environment variables and files.
  *
  * Guarantees: every copy is in memory that is wiped before it is freed (common/secmem); a
- * variable is removed from the environment once read, its value bytes overwritten in place (so
- * /proc/<pid>/environ no longer shows them), and remembered (wiped memory, process lifetime) so
- * that a reload finds the value read at start; a file must be a regular file and is
+ * variable is removed from the environment once read, every entry of it overwritten in place,
+ * name and value (so /proc/<pid>/environ shows neither), and remembered (wiped memory, process
+ * lifetime) so that a reload finds the value read at start; a file must be a regular file and is
  * opened non-blocking (a FIFO cannot hang a load), read up to a cap and never past it.
  */
 #include "policy/secretsrc.h"
@@ -65,6 +65,30 @@ static int env_memo_put(const char *name, const char *value, size_t len)
     return 0;
 }
 
+/*
+ * Removes every NAME=... entry from the environment, as unsetenv() does, and overwrites each
+ * with NUL bytes where it lies. unsetenv() alone only drops the pointer: /proc/<pid>/environ
+ * shows the process's initial environment block, where the entry would stay readable, name and
+ * value, for root (and for the same user, were the process dumpable).
+ */
+static void env_remove_wiped(const char *name)
+{
+    size_t nl = strlen(name);
+    char **e = environ;
+
+    while (e != NULL && *e != NULL) {
+        char *entry = *e;
+
+        if (strncmp(entry, name, nl) != 0 || entry[nl] != '=') {
+            e++;
+            continue;
+        }
+        for (char **d = e; *d != NULL; d++)
+            d[0] = d[1];
+        OPENSSL_cleanse(entry, strlen(entry));
+    }
+}
+
 int secretsrc_env_take(const char *name, char **out, size_t *outlen)
 {
     const char *v;
@@ -78,10 +102,7 @@ int secretsrc_env_take(const char *name, char **out, size_t *outlen)
         len = strlen(v);
         copy = secmem_dup(v, len);
         if (copy != NULL && env_memo_put(name, v, len) == 0) {
-            /* unsetenv() only drops the pointer: the bytes stay where they were, for the
-             * initial environment in the block /proc/<pid>/environ shows. Wipe them there. */
-            OPENSSL_cleanse((char *)v, len);
-            unsetenv(name);
+            env_remove_wiped(name);
         } else {
             secmem_free(&copy, len + 1);
         }

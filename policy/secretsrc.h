@@ -9,9 +9,10 @@
 
 /*
  * A copy (secmem, free with secmem_free(len + 1)) of the variable's value; the variable is then
- * removed from the environment. A variable already removed by an earlier load (SIGHUP reload)
- * is served from a process-wide memo. Call from the thread that owns the environment. Returns
- * 0, or -1 when the variable is not set (or memory runs out); *out is written only on success.
+ * removed from the environment, its entries (name and value) overwritten where they lie. A variable
+ * already removed by an earlier load (SIGHUP reload) is served from a process-wide memo. Call from
+ * the thread that owns the environment. Returns 0, or -1 when the variable is not set (or memory
+ * runs out); *out is written only on success.
  */
 int secretsrc_env_take(const char *name, char **out, size_t *outlen);
 

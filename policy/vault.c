@@ -2,7 +2,9 @@
  * vault.c - the vault file: JSON -> validated struct vault (SPEC §3).
  *
  * Guarantees: strict schema (unknown and duplicate fields are errors); every error is one line
- * that starts with the JSON path of the offending value and never contains a secret byte; all
+ * that starts with the JSON path of the offending value and never contains a secret byte, and
+ * every vault string it echoes (in the path or the message) has passed the redactor
+ * (common/redact.h), so a credential pasted into the wrong field is masked too; all
  * limits of SPEC §3 and common/caps.h hold for a returned vault; secrets are copied into
  * wiped-on-free memory and every temporary copy (input buffer, cJSON strings) is wiped; env
  * secrets are removed from the environment once read.
@@ -11,6 +13,7 @@
 #include "policy/httphead.h"
 #include "policy/secretsrc.h"
 #include "common/caps.h"
+#include "common/redact.h"
 #include "common/secmem.h"
 
 #include <cjson/cJSON.h>
@@ -119,13 +122,15 @@ static const char *const forbidden_headers[] = {
 
 void vault_quote(char *dst, size_t dstsz, const char *s)
 {
+    char shown[VAULT_QUOTE_MAX + REDACT_TOKEN_RUN + 1];
     size_t o = 0, i;
 
     if (dstsz < 8)
         return;
+    redact_copy(shown, sizeof(shown), s);
     dst[o++] = '"';
-    for (i = 0; s[i] != '\0' && o + 6 < dstsz; i++) {
-        unsigned char c = (unsigned char)s[i];
+    for (i = 0; shown[i] != '\0' && o + 6 < dstsz; i++) {
+        unsigned char c = (unsigned char)shown[i];
 
         if (i >= VAULT_QUOTE_MAX) {
             o += (size_t)snprintf(dst + o, dstsz - o, "...");
@@ -155,16 +160,18 @@ static int is_ident(const char *s)
 }
 
 /*
- * Appends `.key`, or `["key"]` when key is not an identifier or always_quote is set (host
- * patterns); returns the old length for path_pop.
+ * Appends `.key`, or `["key"]` when key is not an identifier, when always_quote is set (host
+ * patterns), or when the redactor masks part of it (a credential pasted as a name); returns the
+ * old length for path_pop.
  */
 static size_t path_key_q(struct vctx *c, const char *key, bool always_quote)
 {
     size_t old = c->plen;
-    char q[VAULT_QUOTE_MAX * 4 + 16];
+    char q[VAULT_QUOTE_MAX * 4 + 16], shown[VAULT_QUOTE_MAX + 1];
     int n;
 
-    if (!always_quote && is_ident(key) && strlen(key) <= VAULT_QUOTE_MAX) {
+    if (!always_quote && is_ident(key) && strlen(key) <= VAULT_QUOTE_MAX &&
+        strcmp(redact_copy(shown, sizeof(shown), key), key) == 0) {
         n = snprintf(c->path + c->plen, sizeof(c->path) - c->plen, "%s%s", c->plen > 0 ? "." : "",
                      key);
     } else {
@@ -396,12 +403,14 @@ static int check_secret_bytes(struct vctx *c, const char *what, const char *s, s
 
 static int secret_from_env(struct vctx *c, const char *var, char **val, size_t *len)
 {
+    char shown[VAULT_ENVNAME_MAX + 1];
     size_t n = strlen(var);
 
     if (n < 1 || n > VAULT_ENVNAME_MAX || !is_ident(var))
         return verr(c, "expected an environment variable name ([A-Za-z_][A-Za-z0-9_]*)");
     if (secretsrc_env_take(var, val, len) != 0)
-        return verr(c, "environment variable %s is not set", var);
+        return verr(c, "environment variable %s is not set",
+                    redact_copy(shown, sizeof(shown), var));
     return 0;
 }
 
@@ -541,15 +550,20 @@ static int find_secret(const struct vault *v, const char *name, size_t *idx)
 
 static int compile_pattern(struct vctx *c, const char *pattern, bool rule, struct hostmatch **out)
 {
-    char why[256], q[VAULT_QUOTE_MAX * 4 + 16];
+    char why[256], q[VAULT_QUOTE_MAX * 4 + 16], shown[VAULT_QUOTE_MAX + REDACT_TOKEN_RUN + 1];
     struct hostmatch *m = hostmatch_compile(pattern, why, sizeof(why));
+    bool masked = strcmp(redact_copy(shown, sizeof(shown), pattern), pattern) != 0;
 
     vault_quote(q, sizeof(q), pattern);
     if (m == NULL)
-        return verr(c, "%s: %s", q, why);
+        return verr(c, "%s: %s", q, redact_text(why));
     if (rule && hostmatch_too_broad(m, why, sizeof(why))) {
         hostmatch_free(&m);
-        return verr(c, "%s is too broad for a rule: %s", q, why);
+        /* the reason restates the pattern lower-cased, where a masked part (AKIA...) may no
+         * longer look like a credential: leave it out then */
+        if (masked)
+            return verr(c, "%s is too broad for a rule", q);
+        return verr(c, "%s is too broad for a rule: %s", q, redact_text(why));
     }
     *out = m;
     return 0;

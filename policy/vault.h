@@ -62,7 +62,10 @@ void vault_free(struct vault **vp);
 /* 1 if name is an RFC 9110 token that vault accepts as an injected header name, else 0. */
 int vault_header_name_ok(const char *name, const char **why);
 
-/* Writes s into dst as a double-quoted, printable string, shortened past 64 characters. */
+/*
+ * Writes s into dst as a double-quoted, printable string, shortened past 64 characters, with
+ * credential-shaped parts masked by the redactor: the one way a vault string is echoed.
+ */
 void vault_quote(char *dst, size_t dstsz, const char *s);
 
 #endif

@@ -7,12 +7,17 @@
  * and carries the five security headers (Cache-Control: no-store among them): requests go
  * through vaultgate's strict parser (http1.h); a head over VG_ADMIN_MAX_HEAD_BYTES is 431, any
  * parse error 400, and both close the connection; any method other than GET and HEAD, known to
- * the parser or not, is 405 with `Allow: GET, HEAD`; an unknown path is 404. Routing looks at the
+ * the parser or not, is 405 with `Allow: GET, HEAD`; an unknown path is 404. A request whose
+ * Host (or absolute-form authority) is not localhost or an IP literal, with or without a port,
+ * is 421 and closes: a web page that rebinds its own name to the admin address cannot read the
+ * API through the visitor's browser. Routing looks at the
  * path alone, so a query string never changes the answer, and nothing about a request (path,
  * query, header) is ever logged. Admin requests have no body: one that announces a body is not
  * read (GET/HEAD: 400) and the connection closes after the answer. Keep-alive as HTTP/1.1 says
  * (HTTP/1.0 always closes); one request at a time, so a connection buffers at most one head and
- * one answer. A head must arrive within ADMIN_IDLE_S; at most VG_ADMIN_MAX_CONNS connections. A
+ * one answer. A head must arrive within ADMIN_IDLE_S; at most VG_ADMIN_MAX_CONNS connections, and
+ * a new one is never refused for that: the connection that has waited longest for a request
+ * head is closed to make room, so idle connections cannot lock out /healthz and /readyz. A
  * unix socket is created mode 0660 and unlinked on stop only if it is still ours.
  */
 #include "proxy/admin.h"
@@ -30,9 +35,11 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -72,6 +79,7 @@ struct admin {
     bool accept_paused;
     struct admin_conn *conns; /* every open connection, for admin_stop */
     unsigned nconns;
+    uint64_t seq; /* orders the connections' state changes, for eviction at the cap */
     struct admin_ops ops;
     char *ca_pem;
     size_t ca_pem_len;
@@ -98,6 +106,7 @@ struct admin_conn {
     struct http1_parser *parser;
     struct event *timer; /* head deadline, write deadline, or end of lingering */
     enum admin_conn_state state;
+    uint64_t since;              /* ad->seq when the current state began */
     const struct http1_msg *msg; /* from on_head until the request is answered */
     size_t head_bytes;           /* fed to the parser towards the current head */
     size_t lingered;             /* discarded while lingering */
@@ -110,11 +119,10 @@ static void listener_update(struct admin *ad);
 
 /* ---- address parsing ---- */
 
-/* Decimal 0..65535 without sign, spaces or leading zeros. */
-static int parse_port(const char *s, unsigned *out)
+/* n bytes of decimal 0..65535 without sign, spaces or leading zeros. */
+static int parse_port(const char *s, size_t n, unsigned *out)
 {
     unsigned v = 0;
-    size_t n = strlen(s);
 
     if (n == 0 || n > 5 || (s[0] == '0' && n > 1))
         return -1;
@@ -126,6 +134,43 @@ static int parse_port(const char *s, unsigned *out)
     if (v > 65535)
         return -1;
     *out = v;
+    return 0;
+}
+
+/*
+ * Splits n bytes of "host[:port]" or "[v6][:port]" into host (brackets removed, NUL-terminated,
+ * *v6 set for the bracketed form) and the text after ':' (*port NULL when there is none).
+ * -1 when the form is wrong or host is empty or does not fit.
+ */
+static int split_host_port(const char *s, size_t n, char *host, size_t hostsz, bool *v6,
+                           const char **port, size_t *portlen)
+{
+    const char *end = s + n, *hend, *rest;
+    size_t hl;
+
+    *v6 = n > 0 && s[0] == '[';
+    if (*v6) {
+        if ((hend = memchr(s, ']', n)) == NULL)
+            return -1;
+        rest = hend + 1;
+        s++;
+    } else {
+        hend = memchr(s, ':', n);
+        rest = hend = hend != NULL ? hend : end;
+    }
+    hl = (size_t)(hend - s);
+    if (hl == 0 || hl >= hostsz)
+        return -1;
+    memcpy(host, s, hl);
+    host[hl] = '\0';
+    *port = NULL;
+    *portlen = 0;
+    if (rest == end)
+        return 0;
+    if (*rest != ':')
+        return -1;
+    *port = rest + 1;
+    *portlen = (size_t)(end - rest - 1);
     return 0;
 }
 
@@ -166,38 +211,20 @@ static int parse_inet(const char *addr, bool allow_port0, struct admin_addr *out
 {
     char host[64], b[96];
     const char *port_s;
+    size_t port_len;
     unsigned port;
-    size_t hl;
+    bool v6;
 
-    if (addr[0] == '[') {
-        const char *close = strchr(addr, ']');
-
-        if (close == NULL || close[1] != ':')
-            goto bad;
-        hl = (size_t)(close - addr - 1);
-        if (hl == 0 || hl >= sizeof(host))
-            goto bad;
-        memcpy(host, addr + 1, hl);
-        host[hl] = '\0';
-        port_s = close + 2;
-    } else {
-        const char *colon = strrchr(addr, ':');
-
-        if (colon == NULL || memchr(addr, ':', (size_t)(colon - addr)) != NULL)
-            goto bad; /* no port, or an IPv6 address without brackets */
-        hl = (size_t)(colon - addr);
-        if (hl == 0 || hl >= sizeof(host))
-            goto bad;
-        memcpy(host, addr, hl);
-        host[hl] = '\0';
-        port_s = colon + 1;
-    }
-    if (parse_port(port_s, &port) < 0 || (port == 0 && !allow_port0)) {
+    /* a port is required; "::1:9090" is refused as ambiguous (the host before ':' is empty) */
+    if (split_host_port(addr, strlen(addr), host, sizeof(host), &v6, &port_s, &port_len) < 0 ||
+        port_s == NULL)
+        goto bad;
+    if (parse_port(port_s, port_len, &port) < 0 || (port == 0 && !allow_port0)) {
         snprintf(err, errlen, "--admin '%s': port must be 1-65535", shown(addr, b, sizeof(b)));
         return -1;
     }
     memset(out, 0, sizeof(*out));
-    if (addr[0] == '[') {
+    if (v6) {
         struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&out->ss;
 
         if (inet_pton(AF_INET6, host, &s6->sin6_addr) != 1)
@@ -424,20 +451,27 @@ static const struct {
 };
 
 /*
- * The path of a GET/HEAD target as http1 validated it: origin-form up to '?' or '#';
- * absolute-form (http://authority/path?query) from the first '/' after the authority.
- * No percent-decoding.
+ * The parts of a target as http1 validated it: origin-form has no authority (*auth NULL) and
+ * its path ends at '?' or '#'; absolute-form (http://authority/path?query) has the authority
+ * up to the first '/', '?' or '#' after "scheme://", then the path. No percent-decoding.
  */
-static void target_path(const char *t, size_t n, const char **path, size_t *plen)
+static void target_split(const char *t, size_t n, const char **auth, size_t *alen,
+                         const char **path, size_t *plen)
 {
-    size_t s = 0, e;
+    size_t s = 0, a, e;
 
+    *auth = NULL;
+    *alen = 0;
     if (n > 0 && t[0] != '/') {
         const char *sep = memchr(t, ':', n);
 
-        s = sep != NULL ? (size_t)(sep - t) + 3 : n; /* past "scheme://" */
+        s = a = sep != NULL && (size_t)(sep - t) + 3 <= n ? (size_t)(sep - t) + 3 : n;
         while (s < n && t[s] != '/' && t[s] != '?' && t[s] != '#')
             s++;
+        if (sep != NULL) {
+            *auth = t + a;
+            *alen = s - a;
+        }
     }
     for (e = s; e < n && t[e] != '?' && t[e] != '#'; e++)
         ;
@@ -445,12 +479,49 @@ static void target_path(const char *t, size_t n, const char **path, size_t *plen
     *plen = e - s;
 }
 
+/* "host[:port]" where host is localhost (any case) or an IP literal ("[v6]" for IPv6). */
+static bool host_allowed(const char *v, size_t n)
+{
+    char host[INET6_ADDRSTRLEN];
+    unsigned char bin[sizeof(struct in6_addr)];
+    const char *port;
+    size_t port_len;
+    unsigned p;
+    bool v6;
+
+    if (split_host_port(v, n, host, sizeof(host), &v6, &port, &port_len) < 0)
+        return false;
+    if (port != NULL && parse_port(port, port_len, &p) < 0)
+        return false;
+    if (v6)
+        return inet_pton(AF_INET6, host, bin) == 1;
+    return strcasecmp(host, "localhost") == 0 || inet_pton(AF_INET, host, bin) == 1;
+}
+
+/*
+ * SPEC §7 against DNS rebinding: Host, and the authority of an absolute-form target, must be
+ * localhost or an IP literal (the admin address is one of these). A request without Host
+ * (HTTP/1.0; HTTP/1.1 requires it and the parser refuses one without) is served: no browser
+ * sends one.
+ */
+static bool request_host_ok(const struct http_head *h)
+{
+    const struct http_field *f = httphead_get(h, "Host");
+    const char *auth, *path;
+    size_t alen, plen;
+
+    target_split(h->target, h->target_len, &auth, &alen, &path, &plen);
+    if (auth != NULL && !host_allowed(auth, alen))
+        return false;
+    return f == NULL || host_allowed(f->value, f->value_len);
+}
+
 static void route(struct admin_conn *c, const struct http_head *h)
 {
-    const char *path;
-    size_t plen;
+    const char *auth, *path;
+    size_t alen, plen;
 
-    target_path(h->target, h->target_len, &path, &plen);
+    target_split(h->target, h->target_len, &auth, &alen, &path, &plen);
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
         if (strlen(routes[i].path) == plen && memcmp(routes[i].path, path, plen) == 0) {
             routes[i].fn(c->ad, c);
@@ -462,12 +533,12 @@ static void route(struct admin_conn *c, const struct http_head *h)
 
 /* ---- connections ---- */
 
-/* Accepts while below VG_ADMIN_MAX_CONNS and not pausing after an accept error. */
+/* Accepts unless pausing after an accept error (at the cap, on_accept makes room). */
 static void listener_update(struct admin *ad)
 {
     if (ad->lev == NULL)
         return;
-    if (ad->nconns < VG_ADMIN_MAX_CONNS && !ad->accept_paused)
+    if (!ad->accept_paused)
         evconnlistener_enable(ad->lev);
     else
         evconnlistener_disable(ad->lev);
@@ -505,10 +576,16 @@ static void arm(struct admin_conn *c, int seconds)
     evtimer_add(c->timer, &tv);
 }
 
+static void set_state(struct admin_conn *c, enum admin_conn_state state)
+{
+    c->state = state;
+    c->since = ++c->ad->seq;
+}
+
 /* Ready for the next request head; the deadline for it starts now. */
 static void conn_await_head(struct admin_conn *c)
 {
-    c->state = AC_HEAD;
+    set_state(c, AC_HEAD);
     c->head_bytes = 0;
     c->head_only = false;
     arm(c, ADMIN_IDLE_S);
@@ -518,7 +595,7 @@ static void conn_await_head(struct admin_conn *c)
 /* An answer is queued: nothing more is read until it has been written (one at a time). */
 static void conn_start_write(struct admin_conn *c)
 {
-    c->state = AC_WRITE;
+    set_state(c, AC_WRITE);
     bufferevent_disable(c->bev, EV_READ);
     arm(c, ADMIN_WRITE_S);
 }
@@ -532,7 +609,7 @@ static void conn_linger(struct admin_conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->bev);
 
-    c->state = AC_LINGER;
+    set_state(c, AC_LINGER);
     c->lingered = evbuffer_get_length(in);
     evbuffer_drain(in, c->lingered);
     shutdown(bufferevent_getfd(c->bev), SHUT_WR);
@@ -556,8 +633,9 @@ static void answer_parse_error(struct admin_conn *c)
 }
 
 /*
- * A complete, valid head (paused in on_head). Only GET and HEAD are served, and admin requests
- * have no body: a method other than GET/HEAD is 405 (with a body announced, it is not read and
+ * A complete, valid head (paused in on_head). A foreign Host is 421 and closes, whatever the
+ * method. Only GET and HEAD are served, and admin requests have no body: a method other than
+ * GET/HEAD is 405 (with a body announced, it is not read and
  * the connection closes); GET/HEAD announcing a body is 400, and closes.
  */
 static void answer_request(struct admin_conn *c)
@@ -570,7 +648,12 @@ static void answer_request(struct admin_conn *c)
 
     c->close = !m->keep_alive || m->head.version_minor == 0 || m->upgrade || body;
     c->head_only = head;
-    if (!get && !head)
+    if (!request_host_ok(&m->head)) {
+        c->close = true;
+        reply_text(c, 421,
+                   "misdirected request: the admin API answers Host localhost or an IP "
+                   "address\n");
+    } else if (!get && !head)
         reply_text(c, 405, "method not allowed\n");
     else if (body)
         reply_text(c, 400, "request body not accepted\n");
@@ -687,14 +770,38 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     conn_free(&c);
 }
 
+/*
+ * At VG_ADMIN_MAX_CONNS: closes the connection that has waited longest for a request head (an
+ * idle keep-alive connection, or a head still arriving); when every connection is being
+ * answered or lingering, the one longest in that state. false when there is none to close.
+ */
+static bool make_room(struct admin *ad)
+{
+    struct admin_conn *head = NULL, *any = NULL;
+
+    for (struct admin_conn *c = ad->conns; c != NULL; c = c->next) {
+        if (c->state == AC_HEAD && (head == NULL || c->since < head->since))
+            head = c;
+        if (any == NULL || c->since < any->since)
+            any = c;
+    }
+    if (any == NULL)
+        return false;
+    conn_free(head != NULL ? &head : &any);
+    return true;
+}
+
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
                       void *arg)
 {
     struct admin *ad = arg;
-    struct admin_conn *c = calloc(1, sizeof(*c));
-    struct bufferevent *bev =
-        c != NULL ? bufferevent_socket_new(ad->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
+    struct admin_conn *c = NULL;
+    struct bufferevent *bev = NULL;
 
+    while (ad->nconns >= VG_ADMIN_MAX_CONNS && make_room(ad))
+        ;
+    c = calloc(1, sizeof(*c));
+    bev = c != NULL ? bufferevent_socket_new(ad->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
     if (bev == NULL) {
         evutil_closesocket(fd);
         free(c);

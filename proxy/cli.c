@@ -1,7 +1,12 @@
 /*
  * cli.c - helpers shared by the subcommands.
+ *
+ * Guarantees: a usage error is one line, and what it echoes of the command line (an option's
+ * value, a stray argument) has passed the redactor, so a credential typed into the wrong place
+ * is not printed back.
  */
 #include "proxy/cli.h"
+#include "common/redact.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,6 +20,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    redact_text(msg);
     fprintf(stderr, "vaultgate %s: %s (see: vaultgate %s --help)\n", cmd, msg, cmd);
     return EXIT_USAGE;
 }

@@ -22,7 +22,7 @@ struct cli_command {
     const char *synopsis; /* one line for `vaultgate --help` */
 };
 
-/* Prints "vaultgate <cmd>: <message>" on one line to stderr; returns EXIT_USAGE. */
+/* Prints "vaultgate <cmd>: <message>" (redacted) on one line to stderr; returns EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* True when arg is -h or --help. */

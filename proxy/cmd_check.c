@@ -3,7 +3,9 @@
  * `vaultgate hosts` (the /etc/hosts lines for default routing), SPEC §2-§3.
  *
  * Guarantees: no secret value reaches any output: everything printed comes from the policy's
- * names, patterns, counts, warnings and error lines, none of which carry secret bytes.
+ * names, patterns, counts, warnings and error lines, none of which carry secret bytes, and
+ * every vault string they echo has passed the redactor (a credential pasted into the wrong
+ * field is masked, the JSON path still named).
  */
 #include "proxy/cli.h"
 #include "common/hostname.h"

@@ -18,6 +18,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -27,6 +29,7 @@
 #include <unistd.h>
 
 #define NFT_RULESET_MAX (16 * 1024)
+#define NFT_STDERR_MAX  (8 * 1024) /* of nft's stderr, kept to find its reason */
 
 struct nft_opts {
     const char *vault;
@@ -201,31 +204,47 @@ static void render_sandbox(struct nft_buf *b, const struct nft_opts *o)
     emit(b, "\t}\n}\n");
 }
 
-static int nft_apply(const char *text, size_t len)
+/*
+ * nft's reason in one line: from its first line that carries "Error:" (nft prefixes the input
+ * position, "/dev/stdin:1:1-20: Error: ..."; that part goes), else its first non-empty line;
+ * control bytes replaced. out is "" when nft said nothing.
+ */
+static void nft_reason(char *text, char *out, size_t outsz)
 {
-    int fds[2];
-    pid_t pid;
-    int status;
+    char *line = NULL, *p, *nl;
+    size_t n = 0;
+
+    for (p = text; *p != '\0'; p = nl + 1) {
+        char *err;
+
+        nl = strchr(p, '\n');
+        if (nl == NULL)
+            nl = p + strlen(p) - 1;
+        else
+            *nl = '\0';
+        if ((err = strstr(p, "Error:")) != NULL) {
+            line = strncmp(p, "/dev/stdin:", 11) == 0 ? err : p;
+            break;
+        }
+        if (line == NULL && p[strspn(p, " \t\r")] != '\0')
+            line = p;
+    }
+    for (; line != NULL && line[n] != '\0' && line[n] != '\n' && n + 1 < outsz; n++)
+        out[n] = (unsigned char)line[n] < 0x20 || line[n] == 0x7f ? '?' : line[n];
+    out[n] = '\0';
+}
+
+/* Writes all of text to fd (a pipe; SIGPIPE ignored meanwhile). 0, or -1 when nft stopped
+ * reading. */
+static int write_all(int fd, const char *text, size_t len)
+{
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old;
     size_t off = 0;
 
-    if (pipe(fds) != 0)
-        return -1;
-    pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        dup2(fds[0], STDIN_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        execlp("nft", "nft", "-f", "-", (char *)NULL);
-        _exit(127);
-    }
-    close(fds[0]);
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, &old);
     while (off < len) {
-        ssize_t w = write(fds[1], text + off, len - off);
+        ssize_t w = write(fd, text + off, len - off);
 
         if (w < 0 && errno == EINTR)
             continue;
@@ -233,12 +252,73 @@ static int nft_apply(const char *text, size_t len)
             break;
         off += (size_t)w;
     }
-    close(fds[1]);
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR)
-            return -1;
+    sigaction(SIGPIPE, &old, NULL);
+    return off == len ? 0 : -1;
+}
+
+/*
+ * Runs `nft -f -` with text on its stdin and its stderr captured. 0 when nft exits 0; else -1
+ * with one line in why that carries nft's own reason (or how it ended).
+ */
+static int nft_apply(const char *text, size_t len, char *why, size_t whylen)
+{
+    int in[2] = {-1, -1}, errp[2] = {-1, -1}, status = 0, rc = -1;
+    char buf[NFT_STDERR_MAX + 1], reason[256];
+    size_t got = 0;
+    pid_t pid = -1;
+
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0 || (pid = fork()) < 0) {
+        snprintf(why, whylen, "cannot run nft: %s", strerror(errno));
+        goto out;
     }
-    return off == len && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+    if (pid == 0) {
+        dup2(in[0], STDIN_FILENO);
+        dup2(errp[1], STDERR_FILENO);
+        execlp("nft", "nft", "-f", "-", (char *)NULL);
+        dprintf(STDERR_FILENO, "cannot run nft: %s\n", strerror(errno));
+        _exit(127);
+    }
+    close(in[0]);
+    close(errp[1]);
+    in[0] = errp[1] = -1;
+    /* the ruleset (at most NFT_RULESET_MAX) fits in the pipe: this never waits for nft */
+    write_all(in[1], text, len);
+    close(in[1]);
+    in[1] = -1;
+    for (;;) {
+        char sink[4096];
+        ssize_t r = read(errp[0], got < NFT_STDERR_MAX ? buf + got : sink,
+                         got < NFT_STDERR_MAX ? NFT_STDERR_MAX - got : sizeof(sink));
+
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        if (got < NFT_STDERR_MAX)
+            got += (size_t)r;
+    }
+    buf[got] = '\0';
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        rc = 0;
+        goto out;
+    }
+    nft_reason(buf, reason, sizeof(reason));
+    if (reason[0] != '\0')
+        snprintf(why, whylen, "%s", reason);
+    else if (WIFSIGNALED(status))
+        snprintf(why, whylen, "nft killed by signal %d", WTERMSIG(status));
+    else
+        snprintf(why, whylen, "nft exited with status %d", WEXITSTATUS(status));
+out:
+    for (int i = 0; i < 2; i++) {
+        if (in[i] >= 0)
+            close(in[i]);
+        if (errp[i] >= 0)
+            close(errp[i]);
+    }
+    return rc;
 }
 
 static int parse_opts(int argc, char **argv, struct nft_opts *o)
@@ -316,7 +396,7 @@ int cmd_nft(int argc, char **argv)
     struct nft_opts o = {.gateway = 1, .https_port = 8443, .http_port = 8080};
     struct nft_buf *b = NULL;
     struct policy *p = NULL;
-    char err[512];
+    char err[512], why[320];
     const char *reason = NULL;
     enum policy_mode mode;
     int rc;
@@ -350,17 +430,18 @@ int cmd_nft(int argc, char **argv)
         rc = EXIT_RUNTIME;
         goto out;
     }
+    /* a failed --apply is one line on stderr (SPEC §9): the note comes after, only on success */
+    if (o.apply && nft_apply(b->text, b->len, why, sizeof(why)) != 0) {
+        fprintf(stderr, "vaultgate nft: the ruleset is not installed: nft -f -: %s\n", why);
+        rc = EXIT_ENFORCE;
+        goto out;
+    }
     if (mode == POLICY_MODE_DEFAULT)
         fprintf(stderr, "vaultgate nft: note: the vault needs only default routing; catch-all "
                         "routing enforces it all the same\n");
     if (!o.apply) {
         fwrite(b->text, 1, b->len, stdout);
         rc = EXIT_OK;
-        goto out;
-    }
-    if (nft_apply(b->text, b->len) != 0) {
-        fprintf(stderr, "vaultgate nft: `nft -f -` failed: the ruleset is not installed\n");
-        rc = EXIT_ENFORCE;
         goto out;
     }
     fprintf(stderr, "vaultgate nft: table inet vaultgate installed (%s)\n",

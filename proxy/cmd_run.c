@@ -6,10 +6,13 @@
  * audit store (exit 4) all exist before the first worker accepts a connection; a command-line
  * error prints one line naming the option and exits 2; no listener is in the listening state
  * before the last of them succeeded. The process is not dumpable (also after --user) and writes
- * no core. SIGTERM/SIGINT stop accepting, let requests in flight finish for at most
- * VG_STOP_GRACE_SECONDS, flush the audit store and exit 0. SIGHUP reloads the vault on the main
- * thread, off the workers' path: a valid vault is swapped in atomically, an invalid one keeps
- * the old policy; either way /v1/status says what happened until the next reload.
+ * no core. Signals are taken by the main thread alone (proxy/signals.h has the table):
+ * SIGTERM, SIGINT, SIGQUIT (and SIGXCPU, SIGPWR) stop accepting, let requests in flight finish
+ * for at most VG_STOP_GRACE_SECONDS, flush the audit store and exit 0; SIGUSR1, SIGUSR2 and the
+ * other signals that would end the process by default are logged and change nothing; SIGPIPE is
+ * ignored. SIGHUP reloads the vault on the main thread, off the workers' path: a valid vault is
+ * swapped in atomically, an invalid one keeps the old policy; either way /v1/status says what
+ * happened until the next reload.
  */
 #include "audit/audit.h"
 #include "audit/log.h"
@@ -23,6 +26,7 @@
 #include "proxy/listen.h"
 #include "proxy/worker.h"
 #include "proxy/metrics.h"
+#include "proxy/signals.h"
 #include "proxy/upstream.h"
 
 #include <errno.h>
@@ -97,8 +101,8 @@ struct run_state {
 static void usage(FILE *out)
 {
     fprintf(out, "usage: vaultgate run --vault FILE [options]\n\n"
-                 "Runs the gateway in the foreground. SIGTERM/SIGINT stop it, SIGHUP reloads the "
-                 "vault.\n\n"
+                 "Runs the gateway in the foreground. SIGTERM/SIGINT/SIGQUIT stop it (audit "
+                 "flushed), SIGHUP reloads the\nvault, SIGUSR1/SIGUSR2 are logged and ignored.\n\n"
                  "  --listen-https ADDR    TLS listener, host:port or [v6]:port (127.0.0.1:8443); "
                  "repeatable\n"
                  "  --listen-http ADDR     plain HTTP listener (127.0.0.1:8080), `none` disables; "
@@ -689,23 +693,43 @@ static void log_start(struct run_state *rs)
                policy_mode_name(rs->sh.mode), rs->sh.nworkers, rs->sh.max_conns, fp);
 }
 
+/* "SIGUSR1 from pid 42 (uid 0)" for a signal a process sent, "SIGXCPU" for the kernel's. */
+static void signal_origin(const siginfo_t *si, char *buf, size_t len)
+{
+    char name[24];
+
+    signals_name(si->si_signo, name, sizeof(name));
+    if (si->si_code == SI_USER || si->si_code == SI_QUEUE)
+        snprintf(buf, len, "%s from pid %ld (uid %lu)", name, (long)si->si_pid,
+                 (unsigned long)si->si_uid);
+    else
+        snprintf(buf, len, "%s", name);
+}
+
 static int wait_signals(struct run_state *rs, const sigset_t *set)
 {
     for (;;) {
-        int sig = sigwaitinfo(set, NULL);
+        siginfo_t si;
+        char origin[96];
+        int sig = sigwaitinfo(set, &si);
 
         if (sig < 0) {
             if (errno == EINTR)
                 continue;
             return EXIT_RUNTIME;
         }
-        if (sig == SIGHUP) {
+        signal_origin(&si, origin, sizeof(origin));
+        switch (signals_action(sig)) {
+        case SIGNALS_RELOAD:
             run_reload(rs);
-            continue;
+            break;
+        case SIGNALS_IGNORE:
+            log_eventf(LOG_INFO, "signal", "signal_ignored", "%s: ignored", origin);
+            break;
+        case SIGNALS_STOP:
+            log_eventf(LOG_INFO, "stop", "signal", "%s: stopping", origin);
+            return EXIT_OK;
         }
-        log_eventf(LOG_INFO, "stop", "signal", "%s: stopping",
-                   sig == SIGINT ? "SIGINT" : "SIGTERM");
-        return EXIT_OK;
     }
 }
 
@@ -870,10 +894,7 @@ int cmd_run(int argc, char **argv)
     rs.sh.upcfg = &uc;
 
     /* every thread started from here inherits the mask; only the main thread takes signals */
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
+    signals_run_set(&set);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     harden();

@@ -4,13 +4,17 @@
  * Guarantees: every listening socket is bound before the first worker starts, so a listener that
  * cannot bind fails the start (exit 4) before any traffic, and none listens before every other
  * enforcement piece exists; one socket per worker per listener (SO_REUSEPORT), so the kernel
- * spreads connections over workers without a shared accept lock.
+ * spreads connections over workers without a shared accept lock; an address something else
+ * already listens on - another vaultgate of the same user included, which SO_REUSEPORT alone
+ * would let in to take a share of the connections - fails the start, with no race (see
+ * bind_one and listen_listen_all).
  */
 #include "proxy/listen.h"
 #include "common/caps.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -79,7 +83,22 @@ int listen_parse_addr(const char *s, enum listen_kind kind, struct listen_addr *
     return 0;
 }
 
-static int bind_one(const struct listen_addr *la, char *err, size_t errlen)
+/* "listener https 127.0.0.1:8443: Address already in use (...)" for the errno of a bind/listen. */
+static void listen_fail(const struct listen_addr *la, int e, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "listener %s: %s%s", la->label, strerror(e),
+             e == EADDRINUSE ? " (another socket already holds this address)" : "");
+}
+
+/*
+ * One socket for la, bound, not listening. The first of each address (claim) is bound without
+ * SO_REUSEPORT: the kernel refuses it when anything already listens on an overlapping address
+ * (a wildcard included), whatever that socket's options and owner, and it keeps refusing a
+ * claim of another process for as long as this one exists. The others join it with
+ * SO_REUSEPORT. SO_REUSEADDR on all: TIME_WAIT connections of a previous run do not block a
+ * restart.
+ */
+static int bind_one(const struct listen_addr *la, bool claim, char *err, size_t errlen)
 {
     int fd, one = 1;
 
@@ -87,7 +106,7 @@ static int bind_one(const struct listen_addr *la, char *err, size_t errlen)
     if (fd < 0)
         goto fail;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)
+        (!claim && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0))
         goto fail;
     if (la->ss.ss_family == AF_INET6 &&
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0)
@@ -96,7 +115,7 @@ static int bind_one(const struct listen_addr *la, char *err, size_t errlen)
         goto fail;
     return fd;
 fail:
-    snprintf(err, errlen, "listener %s: %s", la->label, strerror(errno));
+    listen_fail(la, errno, err, errlen);
     if (fd >= 0)
         close(fd);
     return -1;
@@ -132,7 +151,7 @@ int listen_bind_all(struct listen_addr *addrs, size_t naddrs, int nworkers, char
         for (int k = 0; k < nworkers; k++)
             la->fds[k] = -1;
         for (int k = 0; k < nworkers; k++) {
-            la->fds[k] = bind_one(la, err, errlen);
+            la->fds[k] = bind_one(la, k == 0, err, errlen);
             if (la->fds[k] < 0)
                 goto fail;
         }
@@ -143,15 +162,29 @@ fail:
     return -1;
 }
 
+/*
+ * Per address, the claim socket listens first, still without SO_REUSEPORT: the kernel lets it
+ * listen only when no other socket listens on the address. Two runs that bound at the same time
+ * (SO_REUSEADDR lets sockets that do not listen yet share an address) race here, and only the
+ * first claim to listen wins. Then the claim takes SO_REUSEPORT and the workers' sockets join
+ * its group; another process's claim, which never has SO_REUSEPORT, can neither bind nor
+ * listen beside them.
+ */
 int listen_listen_all(struct listen_addr *addrs, size_t naddrs, int nworkers, char *err,
                       size_t errlen)
 {
+    int one = 1;
+
     for (size_t i = 0; i < naddrs; i++) {
         const struct listen_addr *la = &addrs[i];
 
         for (int k = 0; la->fds != NULL && k < nworkers; k++) {
-            if (la->fds[k] >= 0 && listen(la->fds[k], VG_LISTEN_BACKLOG) < 0) {
-                snprintf(err, errlen, "listener %s: %s", la->label, strerror(errno));
+            if (la->fds[k] < 0)
+                continue;
+            if (listen(la->fds[k], VG_LISTEN_BACKLOG) < 0 ||
+                (k == 0 && nworkers > 1 &&
+                 setsockopt(la->fds[0], SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)) {
+                listen_fail(la, errno, err, errlen);
                 return -1;
             }
         }

@@ -1,10 +1,11 @@
 /*
  * listen.h - the listening sockets of `vaultgate run` (sockets only; worker.h runs them).
  *
- * The main thread parses listener addresses, binds one SO_REUSEPORT socket per worker per
- * listener (so a bind failure is known before any traffic), and only once every other
- * enforcement piece exists puts them into the listening state and starts the workers, each of
- * which takes its own socket of every listener.
+ * The main thread parses listener addresses, binds one socket per worker per listener (so a
+ * bind failure is known before any traffic; the first claims the address without SO_REUSEPORT,
+ * the others join it with SO_REUSEPORT), and only once every other enforcement piece exists
+ * puts them into the listening state and starts the workers, each of which takes its own
+ * socket of every listener.
  */
 #ifndef VG_LISTEN_H
 #define VG_LISTEN_H
@@ -36,14 +37,17 @@ struct listen_addr {
 int listen_parse_addr(const char *s, enum listen_kind kind, struct listen_addr *out, char *err,
                       size_t errlen);
 
-/* Binds nworkers sockets for every listener (SO_REUSEPORT, IPV6_V6ONLY for v6), without
- * listen(): the kernel accepts nothing yet. 0 or -1 + err (the caller exits 4); on failure
+/* Binds nworkers sockets for every listener (the first without SO_REUSEPORT, the rest with
+ * it; IPV6_V6ONLY for v6), without listen(): the kernel accepts nothing yet. An address
+ * something already listens on fails here. 0 or -1 + err (the caller exits 4); on failure
  * every socket bound so far is closed. */
 int listen_bind_all(struct listen_addr *addrs, size_t naddrs, int nworkers, char *err,
                     size_t errlen);
 
-/* listen() on every bound socket: from here the kernel completes TCP handshakes. Call it last,
- * right before worker_start_all(). 0 or -1 + err (the caller exits 4). */
+/* listen() on every bound socket, each address's first socket first (it then takes
+ * SO_REUSEPORT for the others): from here the kernel completes TCP handshakes. An address
+ * another process started listening on since the bind fails here. Call it last, right before
+ * worker_start_all(). 0 or -1 + err (the caller exits 4). */
 int listen_listen_all(struct listen_addr *addrs, size_t naddrs, int nworkers, char *err,
                       size_t errlen);
 

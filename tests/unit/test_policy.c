@@ -213,6 +213,26 @@ static const struct {
      "host_policy.hosts[\"a.example.com\"]"},
     {"{'version':1,'host_policy':{'hosts':[]}}",
      "host_policy.hosts: expected an object, got an array"},
+    /* a credential pasted into the wrong field is echoed masked, the path still named */
+    {"{'version':1,'secrets':{'A':{'file':'sk-proj-Zq8Ck3'}}}",
+     "secrets.A.file: expected an absolute path, got \"**************\""},
+    {"{'version':1,'secrets':{'A':{'file':'/run/ghp_Zq8Ck3'}}}",
+     "secrets.A.file: cannot read \"***************\": No such file or directory"},
+    {"{'version':1,'secrets':{'A':{'env':'ghp_Zq8Ck3Lp9'}}}",
+     "secrets.A.env: environment variable ************* is not set"},
+    {"{'version':1,'secrets':{'sk-proj-Zq8':{'value':'CANARY-a'}}}",
+     "secrets[\"***********\"]: secret name must match [A-Z][A-Z0-9_]{0,63}"},
+    {"{'version':1,'ghp_Zq8Ck3':1}", "[\"**********\"]: unknown field"},
+    {"{'version':1," SEC ",'rules':[{'host_pattern':'api.example.com',"
+     "'secret':'AKIAIOSFODNN7EXAMPLE','scheme':'bearer'}]}",
+     "rules[0].secret: unknown secret \"********************\""},
+    {RULEP("*.AKIAIOSFODNN7EXAMPLE"),
+     "rules[0].host_pattern: \"**********************\" is too broad for a rule"},
+    {RULEP("*.Zq8Ck3Lp9Xw2Vb7Nm4RtZq8Ck3Lp9Xw2Vb7Nm4Rt"),
+     "rules[0].host_pattern: \"******************************************\" is too broad for a "
+     "rule"},
+    {"{'version':1,'host_policy':{'hosts':{'sk-proj-Zq8':'maybe'}}}",
+     "host_policy.hosts[\"***********\"]: expected one of allow, block"},
 };
 
 START_TEST(test_vault_error)
@@ -366,6 +386,30 @@ START_TEST(test_vault_env_removed)
     ck_assert_msg(p != NULL, "%s", err);
     assert_secret(p, 0, "CANARY-env-5150");
     ck_assert_ptr_null(getenv("VG_TEST_ENV_SECRET"));
+    policy_unref(&p);
+}
+END_TEST
+
+/* putenv() keeps the caller's bytes in place, as the initial environment block does: the whole
+ * entry, name included, must be overwritten there; other variables stay. */
+START_TEST(test_vault_env_entry_wiped)
+{
+    static char entry[] = "VG_TEST_ENV_WIPED=CANARY-env-7a7a";
+    const char *json = "{'version':1,'secrets':{'E':{'env':'VG_TEST_ENV_WIPED'}},"
+                       "'rules':[{'host_pattern':'api.example.com','secret':'E',"
+                       "'scheme':'bearer'}]}";
+    char err[ERRSZ];
+    struct policy *p;
+
+    ck_assert_int_eq(setenv("VG_TEST_ENV_NEIGHBOUR", "stays", 1), 0);
+    ck_assert_int_eq(putenv(entry), 0);
+    p = parse_q(json, err);
+    ck_assert_msg(p != NULL, "%s", err);
+    assert_secret(p, 0, "CANARY-env-7a7a");
+    for (size_t i = 0; i < sizeof(entry); i++)
+        ck_assert_msg(entry[i] == '\0', "byte %zu of the entry survived", i);
+    ck_assert_ptr_null(getenv("VG_TEST_ENV_WIPED"));
+    ck_assert_str_eq(getenv("VG_TEST_ENV_NEIGHBOUR"), "stays");
     policy_unref(&p);
 }
 END_TEST
@@ -717,6 +761,7 @@ Suite *suite_vault(void)
     tcase_add_test(tc, test_vault_secret_lengths);
     tcase_add_test(tc, test_vault_too_large);
     tcase_add_test(tc, test_vault_env_removed);
+    tcase_add_test(tc, test_vault_env_entry_wiped);
     tcase_add_test(tc, test_vault_file_secret);
     tcase_add_test(tc, test_vault_minimal_and_run);
     suite_add_tcase(s, tc);

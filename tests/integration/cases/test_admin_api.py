@@ -166,7 +166,7 @@ def endpoints(srv, tmp):
         check(st == 404 or (path.startswith("/ca.pem?") and st == 200), "GET %s: %d" % (path, st))
 
     # HEAD: the headers of GET, Content-Length included, and not one body byte.
-    out = raw(host_port(srv.address), b"HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    out = raw(host_port(srv.address), b"HEAD /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
     head, _, rest = out.partition(b"\r\n\r\n")
     check(head.startswith(b"HTTP/1.1 200"), "HEAD /metrics: %r" % head[:40])
     check(b"\r\nContent-Length: %d" % metrics_len in head, "HEAD Content-Length: %r" % head)
@@ -229,7 +229,7 @@ def exchange(srv, data):
 
 def protocol(srv):
     # -X FOO (a method llhttp does not know): 405, Allow, the five headers; curl as well.
-    st, h, body, done = exchange(srv, b"FOO /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    st, h, body, done = exchange(srv, b"FOO /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
     check(st == 405 and h.get("allow") == "GET, HEAD" and done, "FOO: %d %r" % (st, h))
     if shutil.which("curl"):
         p = subprocess.run(["curl", "-s", "-i", "-X", "FOO", "http://%s/healthz" % srv.address],
@@ -240,15 +240,15 @@ def protocol(srv):
               "curl -X FOO: %r" % p.stdout)
 
     # Malformed requests: 400 with the headers, and the connection closes.
-    for bad in (b"GET /healthz HTTP/1.1 junk\r\nHost: x\r\n\r\n",
-                b"GET  /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
-                b"GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n",
+    for bad in (b"GET /healthz HTTP/1.1 junk\r\nHost: localhost\r\n\r\n",
+                b"GET  /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n",
+                b"GET /healthz HTTP/2.0\r\nHost: localhost\r\n\r\n",
                 b"GET /healthz\r\n\r\n",
-                b"GET /healthz HTTP/1.1\nHost: x\r\n\r\n",
-                b"GET /healthz HTTP/1.1\r\n Host: x\r\n\r\n",
-                b"GET /health\x01z HTTP/1.1\r\nHost: x\r\n\r\n",
+                b"GET /healthz HTTP/1.1\nHost: localhost\r\n\r\n",
+                b"GET /healthz HTTP/1.1\r\n Host: localhost\r\n\r\n",
+                b"GET /health\x01z HTTP/1.1\r\nHost: localhost\r\n\r\n",
                 b"GET /healthz HTTP/1.1\r\n\r\n",
-                b"GET /healthz HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n",
+                b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nHost: y\r\n\r\n",
                 b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03\r\n\r\n"):
         st, h, body, done = exchange(srv, bad)
         check(st == 400 and h.get("connection") == "close" and done, "%r: %d" % (bad, st))
@@ -256,7 +256,7 @@ def protocol(srv):
     # The head cap (VG_ADMIN_MAX_HEAD_BYTES = 8192): a head of exactly 8192 bytes is served, one
     # byte more is 431 with the headers - whole, or sent in pieces.
     def padded(size):
-        pre = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Pad: "
+        pre = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nX-Pad: "
         return pre + b"a" * (size - len(pre) - 4) + b"\r\n\r\n"
     check(len(padded(8192)) == 8192, "padding")
     st, _, body, done = exchange(srv, padded(8192))
@@ -274,25 +274,25 @@ def protocol(srv):
     check(st == 431 and rest == b"" and closed(s), "head over the cap in pieces: %d" % st)
     s.close()
     # 101 fields fit in 8 KiB but are over the parser's field cap: 431 as well.
-    many = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(b"A%d: 1\r\n" % i
+    many = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n" + b"".join(b"A%d: 1\r\n" % i
                                                                    for i in range(101)) + b"\r\n"
     st, _, _, done = exchange(srv, many)
     check(st == 431 and done, "101 fields: %d" % st)
 
     # Keep-alive: two requests one after the other on one connection, then two pipelined.
     s = connect(srv)
-    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
     st, h, body, rest = read_response(s)
     check(st == 200 and body == b"ok\n" and "connection" not in h and rest == b"",
           "keep-alive first: %d %r" % (st, h))
-    s.sendall(b"GET /v1/status?x=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.sendall(b"GET /v1/status?x=1 HTTP/1.1\r\nHost: localhost\r\n\r\n")
     st, h, body, rest = read_response(s)
     check(st == 200 and json.loads(body)["version"] == "test" and rest == b"",
           "keep-alive second: %d" % st)
-    s.sendall(b"HEAD /ca.pem HTTP/1.1\r\nHost: x\r\n\r\n"
-              b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n"
-              b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-              b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.sendall(b"HEAD /ca.pem HTTP/1.1\r\nHost: localhost\r\n\r\n"
+              b"GET /nope HTTP/1.1\r\nHost: localhost\r\n\r\n"
+              b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+              b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
     st, h, body, rest = read_response(s, head_only=True)
     check(st == 200 and int(h["content-length"]) > 0 and "connection" not in h,
           "pipelined HEAD: %d" % st)
@@ -304,10 +304,10 @@ def protocol(srv):
     s.close()
     # A 405 for a known method without a body keeps the connection.
     s = connect(srv)
-    s.sendall(b"DELETE /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.sendall(b"DELETE /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
     st, h, _, rest = read_response(s)
     check(st == 405 and "connection" not in h, "DELETE: %d %r" % (st, h))
-    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
     st, _, body, _ = read_response(s)
     check(st == 200 and body == b"ok\n", "GET after 405: %d" % st)
     s.close()
@@ -321,23 +321,63 @@ def protocol(srv):
 
     # Admin requests have no body: GET with one is 400, POST with one 405; both close, and the
     # body is never taken for a request.
-    st, _, _, done = exchange(srv, b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5"
+    st, _, _, done = exchange(srv, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5"
                               b"\r\n\r\nGET /x")
     check(st == 400 and done, "GET with a body: %d" % st)
-    st, _, _, done = exchange(srv, b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+    st, _, _, done = exchange(srv, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n"
                               b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
     check(st == 400 and done, "GET with a chunked body: %d" % st)
-    st, h, _, done = exchange(srv, b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: "
+    st, h, _, done = exchange(srv, b"POST /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: "
                               b"2000\r\n\r\n" + b"x" * 2000)
     check(st == 405 and h.get("allow") == "GET, HEAD" and done, "POST with a body: %d" % st)
-    st, _, body, _ = exchange(srv, b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+    st, _, body, _ = exchange(srv, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n"
                               b"Connection: close\r\n\r\n")
     check(st == 200 and body == b"ok\n", "Content-Length: 0 is no body: %d" % st)
     # Absolute-form targets route by their path too.
-    st, _, body, _ = exchange(srv, b"GET http://x/healthz?y HTTP/1.1\r\nHost: x\r\n"
+    st, _, body, _ = exchange(srv, b"GET http://localhost/healthz?y HTTP/1.1\r\nHost: localhost\r\n"
                               b"Connection: close\r\n\r\n")
     check(st == 200 and body == b"ok\n", "absolute-form: %d" % st)
     print("ok FOO/400/431 with the headers, keep-alive, pipelining, HTTP/1.0, bodies", flush=True)
+    host_rule(srv)
+
+
+def host_rule(srv):
+    """SPEC §7, DNS rebinding: Host must be localhost or an IP literal (the admin address is
+    one), with or without a port; anything else is 421 with the security headers, and closes.
+    HTTP/1.0 without Host is served (no browser sends one)."""
+    port = host_port(srv.address)[1]
+    for host in (b"localhost", b"LocalHost", b"localhost:%d" % port, b"127.0.0.1",
+                 b"127.0.0.1:%d" % port, b"[::1]", b"[::1]:%d" % port, b"10.1.2.3:80"):
+        st, _, body, _ = exchange(srv, b"GET /healthz HTTP/1.1\r\nHost: " + host +
+                                  b"\r\nConnection: close\r\n\r\n")
+        check(st == 200 and body == b"ok\n", "Host %r: %d" % (host, st))
+    for host in (b"localhost:", b"localhost:x", b"[::1", b"[::1]x", b"local host", b"[attacker]",
+                 b"[fe80::1%25lo]", b"127.1", b"0x7f000001"):
+        st, _, _, done = exchange(srv, b"GET /healthz HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
+        check(st in (400, 421) and done, "malformed Host %r: %d" % (host, st))
+    for host in (b"attacker.example", b"attacker.example:%d" % port, b"localhost.attacker.example",
+                 b"127.0.0.1.nip.io", b"localhost."):
+        for method in (b"GET", b"HEAD", b"POST"):
+            s = connect(srv)
+            s.sendall(method + b" /v1/status HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
+            st, h, _, rest = read_response(s, head_only=method == b"HEAD")
+            done = rest == b"" and closed(s)
+            s.close()
+            check(st == 421 and done, "%s with Host %r: %d, closed %s" % (method, host, st, done))
+    st, _, _, done = exchange(srv, b"GET /healthz HTTP/1.0\r\nHost: attacker.example\r\n\r\n")
+    check(st == 421 and done, "HTTP/1.0 with a foreign Host: %d" % st)
+    st, _, body, done = exchange(srv, b"GET /healthz HTTP/1.0\r\n\r\n")
+    check(st == 200 and body == b"ok\n", "HTTP/1.0 without Host: %d" % st)
+    st, _, _, done = exchange(srv, b"GET http://attacker.example/healthz HTTP/1.1\r\n"
+                              b"Host: localhost\r\n\r\n")
+    check(st == 421 and done, "absolute-form naming a foreign host: %d" % st)
+    if shutil.which("curl"):  # what a page rebinding attacker.example would make a browser send
+        p = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--resolve",
+                            "attacker.example:%d:127.0.0.1" % port,
+                            "http://attacker.example:%d/v1/status" % port],
+                           stdout=subprocess.PIPE, text=True, timeout=30)
+        check(p.stdout == "421", "curl through a rebound name: %r" % p.stdout)
+    print("ok Host rule: localhost and IP literals served, any other name 421", flush=True)
 
 
 def main():
@@ -382,30 +422,50 @@ def main():
     return 0
 
 
+def is_open(s):
+    """True while the server keeps s open (nothing to read, no EOF)."""
+    s.setblocking(False)
+    try:
+        return s.recv(1, socket.MSG_PEEK) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        s.setblocking(True)
+
+
 def conn_cap():
-    """VG_ADMIN_MAX_CONNS (64) open connections: the next one waits in the backlog, unanswered,
-    until one of them closes; stopping with connections open in every state is clean."""
+    """VG_ADMIN_MAX_CONNS (64) open connections: past it the connection that has waited
+    longest for a request head is closed to make room, so 70 idle connections never lock out
+    /healthz; a connection whose answer is being written is kept while idle ones remain;
+    stopping with connections open in every state is clean."""
     srv = Server("127.0.0.1:0")
     held = [connect(srv) for _ in range(64)]
     held[1].sendall(b"GET /heal")                       # a head in progress
-    held[2].sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 100)  # answers not read
+    held[2].sendall(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n" * 100)  # answers not read
     time.sleep(0.3)
-    extra = connect(srv)
-    extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-    extra.settimeout(0.5)
+    held += [connect(srv) for _ in range(6)]            # 70: six made room
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    extra = connect(srv)                                # the 71st asks for /healthz
+    extra.settimeout(1)
+    extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
     try:
-        got = extra.recv(100)
+        st, _, body, _ = read_response(extra)
     except socket.timeout:
-        got = None
-    check(got is None, "connection 65 answered: %r" % got)
-    held.pop(0).close()
-    extra.settimeout(10)
-    st, _, body, _ = read_response(extra)
-    check(st == 200 and body == b"ok\n", "connection 65 after one closed: %d" % st)
+        fail("/healthz unanswered for 1 s behind 70 idle connections")
+    check(st == 200 and body == b"ok\n" and time.monotonic() - t0 < 1,
+          "/healthz behind 70 idle connections: %d" % st)
+    closed_ones = [i for i, s in enumerate(held) if not is_open(s)]
+    check(closed_ones == [0, 1, 3, 4, 5, 6, 7],
+          "closed to make room: %r (want the seven that waited longest for a head)" %
+          closed_ones)
     srv.stop()
     for s in held + [extra]:
         s.close()
-    print("ok connection cap, stop with connections open", flush=True)
+    print("ok 70 idle connections: the oldest idle closed, /healthz answered at once; "
+          "stop with connections open", flush=True)
 
 
 def ipv6_loopback():
@@ -434,6 +494,10 @@ def unix_socket(tmp):
     out = raw(path, b"GET /readyz HTTP/1.0\r\n\r\n", socket.AF_UNIX)
     check(out.startswith(b"HTTP/1.1 200") or out.startswith(b"HTTP/1.0 200"), "unix GET %r" %
           out[:30])
+    # The Host rule holds on a unix socket too: a TCP front (socat, a reverse proxy) may forward
+    # a browser's request to it.
+    out = raw(path, b"GET /readyz HTTP/1.1\r\nHost: attacker.example\r\n\r\n", socket.AF_UNIX)
+    check(out.startswith(b"HTTP/1.1 421"), "unix socket, foreign Host: %r" % out[:30])
     # A second server on the same live socket must refuse, not steal it.
     p = subprocess.run([SERVE, "unix:" + path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=30)

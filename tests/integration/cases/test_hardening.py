@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Process hardening (SPEC §8), as root with --user nobody: the process runs as nobody, its
 state directory and SQLite store belong to nobody and the audit store is still written; an env
-secret is injected yet gone from /proc/<pid>/environ (root reads it: the value bytes were
-overwritten in the original environment block, not just unset); the process is not dumpable,
+secret is injected yet gone from /proc/<pid>/environ, its value and its variable name (root
+reads it: the entry was overwritten in the original environment block, not just unset), while
+the other variables stay; the process is not dumpable,
 so another process of the same user cannot read /proc/<pid>/environ; core files are off."""
 import os
 import pwd
+import random
 import shutil
 import subprocess
 import vgtest as t
@@ -19,11 +21,14 @@ try:
 except KeyError:
     t.skip("no user nobody")
 SECRET = "sk-canary-ENVIRON-4242-hardening"
-os.environ["VG_HARD_SECRET"] = SECRET
+VAR = "VG_CANARY_ENVNAME_%08X" % random.getrandbits(32)
+os.environ[VAR] = SECRET
+os.environ["VG_HARD_NEIGHBOUR"] = "stays"
 os.chmod(t.tmpdir(), 0o711)
-v = t.example_vault(secrets={"API_KEY": {"env": "VG_HARD_SECRET"}})
+v = t.example_vault(secrets={"API_KEY": {"env": VAR}})
 d, certs, up, vg = t.setup(vault=v, audit="sqlite", extra=["--user", "nobody"])
-del os.environ["VG_HARD_SECRET"]
+del os.environ[VAR]
+del os.environ["VG_HARD_NEIGHBOUR"]
 pid = vg.proc.pid
 try:
     st = {l.split(":")[0]: l.split()[1:] for l in open("/proc/%d/status" % pid)}
@@ -48,8 +53,10 @@ try:
     env = open("/proc/%d/environ" % pid, "rb").read()  # root may read it
     t.check(env, "empty /proc/pid/environ")
     t.check(SECRET.encode() not in env, "the secret is in /proc/%d/environ" % pid)
-    t.check(b"VG_HARD_SECRET=" + SECRET[:8].encode() not in env, "a prefix of it is there")
-    t.check(b"PATH=" in env, "environ unreadable in a way that proves nothing")
+    t.check(SECRET[:8].encode() not in env, "a prefix of it is there")
+    t.check(VAR.encode() not in env, "the variable's name is in /proc/%d/environ" % pid)
+    t.check(b"PATH=" in env and b"\0VG_HARD_NEIGHBOUR=stays\0" in env,
+            "environ unreadable in a way that proves nothing: %r" % env[:200])
 
     # same uid as the process, but it is not dumpable: no access
     p = subprocess.run(["setpriv", "--reuid", str(nobody.pw_uid), "--regid", str(nobody.pw_gid),

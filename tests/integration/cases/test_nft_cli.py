@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """`vaultgate nft`: what it renders for each --where, its usage errors (exit 2), an invalid vault
-(exit 3), and exit 4 when `nft -f -` fails (a stand-in `nft` first on PATH that refuses)."""
+(exit 3), and exit 4 with exactly one stderr line carrying nft's own reason when `nft -f -`
+fails: a stand-in `nft` first on PATH that refuses, no `nft` at all, and the real nft run as
+nobody (not permitted to change the ruleset)."""
 import json
 import os
+import shutil
 import stat
 import subprocess
 
@@ -67,5 +70,38 @@ with open(os.path.join(fake, "nft"), "w") as f:
     f.write("#!/bin/sh\ncat >/dev/null\necho 'Error: refused by the test' >&2\nexit 1\n")
 os.chmod(os.path.join(fake, "nft"), stat.S_IRWXU)
 env = dict(os.environ, PATH=fake + ":" + os.environ.get("PATH", ""))
+
+
+def one_line(what, rc, err, *words):
+    """SPEC §9: a failed --apply is exit 4 and exactly one line on stderr with nft's reason."""
+    t.check(rc == 4 and err.count("\n") == 1 and err.endswith("\n") and
+            all(w in err for w in ("not installed",) + words),
+            "%s: rc=%d, want 4 and one line with %r: %r" % (what, rc, words, err))
+
+
 rc, out, err = nft("--vault", vault, "--apply", env=env)
-t.check(rc == 4 and "not installed" in err, "failing nft: rc=%d %r" % (rc, err))
+one_line("failing nft", rc, err, "Error: refused by the test")
+# a vault that needs only default routing has a note on success, never beside the failure
+dvault = os.path.join(d, "default.json")
+with open(dvault, "w") as f:
+    json.dump(t.example_vault(run_id="run-nft-3"), f)
+rc, out, err = nft("--vault", dvault, "--apply", env=env)
+one_line("failing nft, default-routing vault", rc, err, "Error: refused by the test")
+# no nft at all
+empty = os.path.join(d, "empty")
+os.mkdir(empty)
+rc, out, err = nft("--vault", vault, "--apply", env=dict(os.environ, PATH=empty))
+one_line("no nft", rc, err, "cannot run nft: No such file or directory")
+
+# the real nft, run by a user who may not change the ruleset
+if os.geteuid() == 0 and shutil.which("setpriv") and shutil.which("nft"):
+    os.chmod(d, 0o755)
+    os.chmod(vault, 0o644)
+    p = subprocess.run(["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
+                        t.VG_BIN, "nft", "--vault", vault, "--apply"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    one_line("nft as nobody", p.returncode, p.stderr.decode(), "Error:",
+             "Operation not permitted")
+    t.log("as nobody: " + p.stderr.decode().strip())
+else:
+    t.log("note: not root, or no setpriv or nft: the real-nft failure is not tried")

@@ -22,84 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum http1_state {
-    ST_HEAD = 0,     /* waiting for, or inside, a head */
-    ST_DONE_PENDING, /* head or body complete, on_done still to be called */
-    ST_BODY_LENGTH,
-    ST_BODY_EOF,
-    ST_CHUNK_SIZE,
-    ST_CHUNK_EXT,
-    ST_CHUNK_SIZE_LF,
-    ST_CHUNK_DATA,
-    ST_CHUNK_DATA_CR,
-    ST_CHUNK_DATA_LF,
-    ST_TRAILER_START,
-    ST_TRAILER_NAME,
-    ST_TRAILER_VALUE,
-    ST_TRAILER_LF,
-    ST_TRAILER_END_LF,
-    ST_UPGRADED, /* upgrade or CONNECT done: the bytes after are not HTTP; reset resumes */
-    ST_CLOSED,   /* a message that ends the connection is done: nothing more is parsed */
-    ST_ERROR,
-};
-
-/* Chunk extension grammar (RFC 9112 §7.1.1) as a small state machine. */
-enum ext_state {
-    EXT_START = 0, /* right after the size digits (accepting) */
-    EXT_BWS,       /* whitespace after the size, ';' must follow */
-    EXT_SEMI,      /* after ';' */
-    EXT_NAME,      /* in a name (accepting) */
-    EXT_NAME_BWS,  /* whitespace after a name */
-    EXT_EQ,        /* after '=' */
-    EXT_TOKVAL,    /* in a token value (accepting) */
-    EXT_QSTR,      /* in a quoted value */
-    EXT_QESC,      /* after a backslash in a quoted value */
-    EXT_AFTER_Q,   /* after the closing quote (accepting) */
-    EXT_AFTER_VAL, /* whitespace after a value */
-};
-
-/* Results of the feeding steps. */
-enum step {
-    STEP_ERR = -1,
-    STEP_MORE = 0, /* all input used, more is needed */
-    STEP_CONT,     /* state changed, go on */
-    STEP_PAUSE,    /* a callback asked to pause */
-};
-
 /* Line kinds found by the head scanner. */
 enum line_kind {
     LINE_ERR = -1,
     LINE_CONT = 0,
     LINE_LEAD, /* an empty line before the start line */
     LINE_END,  /* the empty line that ends the head */
-};
-
-#define MAX_CHUNK_DIGITS 16
-
-struct http1_parser {
-    enum http1_kind kind;
-    enum http1_state state;
-    struct http1_callbacks cb;
-    void *arg;
-    struct http1_msg msg;
-    /* head accumulation, used only when a head spans reads */
-    char *buf;
-    uint32_t blen, bcap;
-    uint32_t line_start; /* offset in buf of the line being received */
-    uint32_t lead;       /* bytes of empty lines before the start line */
-    uint32_t nlines;     /* start line + field lines so far */
-    /* body */
-    uint64_t remaining;
-    uint32_t ndigits;
-    uint32_t ext_len;
-    enum ext_state ext;
-    uint32_t tr_bytes, tr_fields;
-    bool in_msg;
-    bool interim;  /* responses: a 1xx was seen, the final response is still due */
-    bool req_head; /* responses: answering HEAD */
-    bool req_conn; /* responses: answering CONNECT */
-    int err_status;
-    const char *err_reason;
 };
 
 /* The fields of a head that decide framing and routing, gathered in one pass. */
@@ -128,17 +56,7 @@ const uint8_t http1_cls[256] = {
     4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,
 };
 
-static inline bool is_tchar(unsigned char c)
-{
-    return http1_cls[c] & C_TCHAR;
-}
-
-static inline bool is_value_byte(unsigned char c)
-{
-    return http1_cls[c] & C_VALUE;
-}
-
-static int hexval(unsigned char c)
+int http1_hexval(unsigned char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -148,7 +66,7 @@ static int hexval(unsigned char c)
     return -1;
 }
 
-static int fail(struct http1_parser *p, int status, const char *reason)
+int http1_fail(struct http1_parser *p, int status, const char *reason)
 {
     if (p->kind == HTTP1_RESPONSE)
         status = 502;
@@ -159,7 +77,7 @@ static int fail(struct http1_parser *p, int status, const char *reason)
 }
 
 /* Callback results: 0 go on, 1 (any positive) pause, negative abort. */
-static int cb_result(struct http1_parser *p, int rc)
+int http1_cb_result(struct http1_parser *p, int rc)
 {
     if (rc < 0) {
         p->err_status = 500;
@@ -179,21 +97,21 @@ static int cb_result(struct http1_parser *p, int rc)
 static enum line_kind line_check(struct http1_parser *p, const char *line, size_t n)
 {
     if (n < 2 || line[n - 2] != '\r') {
-        fail(p, 400, "LF without CR in head");
+        http1_fail(p, 400, "LF without CR in head");
         return LINE_ERR;
     }
     if (memchr(line, '\r', n - 2) != NULL) {
-        fail(p, 400, "CR without LF in head");
+        http1_fail(p, 400, "CR without LF in head");
         return LINE_ERR;
     }
     if (n == 2)
         return p->nlines == 0 ? LINE_LEAD : LINE_END;
     if (p->nlines > 0 && is_ows((unsigned char)line[0])) {
-        fail(p, 400, "head line starts with whitespace (obs-fold)");
+        http1_fail(p, 400, "head line starts with whitespace (obs-fold)");
         return LINE_ERR;
     }
     if (p->nlines++ > VG_HEAD_MAX_FIELDS) {
-        fail(p, 431, "too many header fields");
+        http1_fail(p, 431, "too many header fields");
         return LINE_ERR;
     }
     return LINE_CONT;
@@ -203,7 +121,7 @@ static enum line_kind line_check(struct http1_parser *p, const char *line, size_
 static int tail_check(struct http1_parser *p, const char *s, size_t n)
 {
     if (n > 1 && memchr(s, '\r', n - 1) != NULL)
-        return fail(p, 400, "CR without LF in head");
+        return http1_fail(p, 400, "CR without LF in head");
     return 0;
 }
 
@@ -212,7 +130,7 @@ static int buf_append(struct http1_parser *p, const char *s, size_t n)
     size_t need = (size_t)p->blen + n;
 
     if (need + p->lead > VG_HEAD_MAX_BYTES)
-        return fail(p, 431, "head too large");
+        return http1_fail(p, 431, "head too large");
     if (need > p->bcap) {
         size_t cap = p->bcap ? p->bcap : 1024;
         char *nb;
@@ -223,7 +141,7 @@ static int buf_append(struct http1_parser *p, const char *s, size_t n)
             cap = VG_HEAD_MAX_BYTES;
         nb = realloc(p->buf, cap);
         if (nb == NULL)
-            return fail(p, 431, "out of memory for head");
+            return http1_fail(p, 431, "out of memory for head");
         p->buf = nb;
         p->bcap = (uint32_t)cap;
     }
@@ -256,7 +174,7 @@ static int head_direct(struct http1_parser *p, const char *data, size_t len, siz
         }
         end = (size_t)(lf - data) + 1;
         if (end - start + p->lead > VG_HEAD_MAX_BYTES)
-            return fail(p, 431, "head too large");
+            return http1_fail(p, 431, "head too large");
         switch (line_check(p, data + ls, end - ls)) {
         case LINE_ERR:
             return STEP_ERR;
@@ -390,35 +308,35 @@ static int check_request_field(struct http1_parser *p, const char *name, size_t 
 
             hi->nhost++;
             if (http1_split_authority(v, vlen, host, sizeof(host), &port) < 0)
-                return fail(p, 400, "Host is not host[:port]");
+                return http1_fail(p, 400, "Host is not host[:port]");
         }
         break;
     case 7:
         if (NAME_IS(name, nlen, "upgrade")) {
             hi->has_upgrade = true;
             if (parse_token_list(v, vlen, true, hi) < 0)
-                return fail(p, 400, "bad Upgrade");
+                return http1_fail(p, 400, "bad Upgrade");
         }
         break;
     case 10:
         if (NAME_IS(name, nlen, "connection") && parse_token_list(v, vlen, false, hi) < 0)
-            return fail(p, 400, "bad Connection");
+            return http1_fail(p, 400, "bad Connection");
         break;
     case 14:
         if (NAME_IS(name, nlen, "content-length")) {
             if (++hi->ncl > 1)
-                return fail(p, 400, "duplicate Content-Length");
+                return http1_fail(p, 400, "duplicate Content-Length");
             if (parse_cl(v, vlen, &cl) < 0)
-                return fail(p, 400, "bad Content-Length");
+                return http1_fail(p, 400, "bad Content-Length");
             hi->cl = cl;
         }
         break;
     case 17:
         if (NAME_IS(name, nlen, "transfer-encoding")) {
             if (++hi->nte > 1)
-                return fail(p, 400, "Transfer-Encoding other than chunked");
+                return http1_fail(p, 400, "Transfer-Encoding other than chunked");
             if (!NAME_IS(v, vlen, "chunked"))
-                return fail(p, 400, "Transfer-Encoding other than chunked");
+                return http1_fail(p, 400, "Transfer-Encoding other than chunked");
             hi->te_chunked = true;
         }
         break;
@@ -436,13 +354,13 @@ static int check_response_field(struct http1_parser *p, const char *name, size_t
 
     if (NAME_IS(name, nlen, "content-length")) {
         if (hi->ncl++ > 0)
-            return fail(p, 502, "duplicate Content-Length");
+            return http1_fail(p, 502, "duplicate Content-Length");
         if (parse_cl(v, vlen, &cl) < 0)
-            return fail(p, 502, "bad Content-Length");
+            return http1_fail(p, 502, "bad Content-Length");
         hi->cl = cl;
     } else if (NAME_IS(name, nlen, "transfer-encoding")) {
         if (++hi->nte > 1 || !NAME_IS(v, vlen, "chunked"))
-            return fail(p, 502, "Transfer-Encoding other than chunked");
+            return http1_fail(p, 502, "Transfer-Encoding other than chunked");
         hi->te_chunked = true;
     } else if (NAME_IS(name, nlen, "connection")) {
         (void)parse_token_list(v, vlen, false, hi);
@@ -460,13 +378,13 @@ static int parse_field(struct http1_parser *p, const char *l, size_t n, struct h
 
     if (nlen == n || l[nlen] != ':') {
         if (nlen < n && l[nlen] == '_')
-            return fail(p, 400, "underscore in header name");
+            return http1_fail(p, 400, "underscore in header name");
         if (memchr(l, ':', n) == NULL)
-            return fail(p, 400, "header line without name or colon");
-        return fail(p, 400, "header name is not a token");
+            return http1_fail(p, 400, "header line without name or colon");
+        return http1_fail(p, 400, "header name is not a token");
     }
     if (nlen == 0)
-        return fail(p, 400, "header line without name or colon");
+        return http1_fail(p, 400, "header line without name or colon");
     vs = nlen + 1;
     ve = n;
     while (vs < ve && is_ows((unsigned char)l[vs]))
@@ -474,7 +392,7 @@ static int parse_field(struct http1_parser *p, const char *l, size_t n, struct h
     while (ve > vs && is_ows((unsigned char)l[ve - 1]))
         ve--;
     if (span(l + vs, ve - vs, C_VALUE) != ve - vs)
-        return fail(p, 400, "control character in header value");
+        return http1_fail(p, 400, "control character in header value");
     if (p->kind == HTTP1_REQUEST)
         rc = check_request_field(p, l, nlen, l + vs, ve - vs, hi);
     else
@@ -482,7 +400,7 @@ static int parse_field(struct http1_parser *p, const char *l, size_t n, struct h
     if (rc < 0)
         return rc;
     if (httphead_add(&p->msg.head, l, nlen, l + vs, ve - vs) < 0)
-        return fail(p, 431, "head too large");
+        return http1_fail(p, 431, "head too large");
     return 0;
 }
 
@@ -506,19 +424,19 @@ static int check_absolute_target(struct http1_parser *p, const char *t, size_t n
     int port;
 
     if (sep == NULL)
-        return fail(p, 400, "bad request target");
+        return http1_fail(p, 400, "bad request target");
     slen = (size_t)(sep - t);
     if (!NAME_IS(t, slen, "http") && !NAME_IS(t, slen, "https"))
-        return fail(p, 400, "bad request target");
+        return http1_fail(p, 400, "bad request target");
     if (n - slen < 3 || sep[1] != '/' || sep[2] != '/')
-        return fail(p, 400, "bad request target");
+        return http1_fail(p, 400, "bad request target");
     a = slen + 3;
     for (e = a; e < n && t[e] != '/' && t[e] != '?' && t[e] != '#'; e++) {
         if (t[e] == '@')
-            return fail(p, 400, "userinfo in request target");
+            return http1_fail(p, 400, "userinfo in request target");
     }
     if (http1_split_authority(t + a, e - a, host, sizeof(host), &port) < 0)
-        return fail(p, 400, "bad authority in request target");
+        return http1_fail(p, 400, "bad authority in request target");
     return 0;
 }
 
@@ -530,13 +448,14 @@ static int check_target(struct http1_parser *p, const char *m, size_t mlen, cons
 
     if (NAME_IS(m, mlen, "CONNECT") && memcmp(m, "CONNECT", 7) == 0) {
         if (http1_split_authority(t, tlen, host, sizeof(host), &port) < 0 || port == 0)
-            return fail(p, 400, "bad CONNECT target");
+            return http1_fail(p, 400, "bad CONNECT target");
         return 0;
     }
     if (t[0] == '/')
         return 0;
     if (tlen == 1 && t[0] == '*')
-        return mlen == 7 && memcmp(m, "OPTIONS", 7) == 0 ? 0 : fail(p, 400, "bad request target");
+        return mlen == 7 && memcmp(m, "OPTIONS", 7) == 0 ? 0
+                                                         : http1_fail(p, 400, "bad request target");
     return check_absolute_target(p, t, tlen);
 }
 
@@ -547,25 +466,25 @@ static int parse_request_line(struct http1_parser *p, const char *l, size_t n, s
     size_t mlen, tlen;
 
     if (sp1 == NULL || sp1 == l)
-        return fail(p, 400, "bad request line");
+        return http1_fail(p, 400, "bad request line");
     mlen = (size_t)(sp1 - l);
     if (!all_tchar(l, mlen))
-        return fail(p, 400, "method is not a token");
+        return http1_fail(p, 400, "method is not a token");
     sp2 = memchr(sp1 + 1, ' ', n - mlen - 1);
     if (sp2 == NULL || sp2 == sp1 + 1)
-        return fail(p, 400, "bad request line");
+        return http1_fail(p, 400, "bad request line");
     tlen = (size_t)(sp2 - sp1 - 1);
     if (!all_vchar(sp1 + 1, tlen))
-        return fail(p, 400, "bad byte in request target");
+        return http1_fail(p, 400, "bad byte in request target");
     hi->minor = parse_version(sp2 + 1, n - (size_t)(sp2 + 1 - l));
     if (hi->minor < 0)
-        return fail(p, 400, "HTTP version other than 1.1 or 1.0");
+        return http1_fail(p, 400, "HTTP version other than 1.1 or 1.0");
     if (check_target(p, l, mlen, sp1 + 1, tlen) < 0)
         return STEP_ERR;
     hi->method = l;
     hi->mlen = mlen;
     if (httphead_set_request_line(&p->msg.head, l, mlen, sp1 + 1, tlen, hi->minor) < 0)
-        return fail(p, 431, "head too large");
+        return http1_fail(p, 431, "head too large");
     return 0;
 }
 
@@ -576,26 +495,26 @@ static int parse_status_line(struct http1_parser *p, const char *l, size_t n, st
     size_t rlen = 0;
 
     if (n < 12 || l[8] != ' ' || (hi->minor = parse_version(l, 8)) < 0)
-        return fail(p, 502, "bad status line");
+        return http1_fail(p, 502, "bad status line");
     for (int i = 9; i < 12; i++) {
         if (l[i] < '0' || l[i] > '9')
-            return fail(p, 502, "bad status code");
+            return http1_fail(p, 502, "bad status code");
     }
     hi->status = (l[9] - '0') * 100 + (l[10] - '0') * 10 + (l[11] - '0');
     if (hi->status < 100 || hi->status > 599)
-        return fail(p, 502, "bad status code");
+        return http1_fail(p, 502, "bad status code");
     if (n > 12) {
         if (l[12] != ' ')
-            return fail(p, 502, "bad status line");
+            return http1_fail(p, 502, "bad status line");
         reason = l + 13;
         rlen = n - 13;
         for (size_t i = 0; i < rlen; i++) {
             if (!is_value_byte((unsigned char)reason[i]))
-                return fail(p, 502, "control character in reason phrase");
+                return http1_fail(p, 502, "control character in reason phrase");
         }
     }
     if (httphead_set_status_line(&p->msg.head, hi->minor, hi->status, reason, rlen) < 0)
-        return fail(p, 502, "head too large");
+        return http1_fail(p, 502, "head too large");
     return 0;
 }
 
@@ -621,17 +540,17 @@ static int llhttp_agrees(struct http1_parser *p, const char *h, size_t n,
     llhttp_init(&lp, p->kind == HTTP1_REQUEST ? HTTP_REQUEST : HTTP_RESPONSE, &llhttp_cfg);
     e = llhttp_execute(&lp, h, n);
     if (e == HPE_INVALID_METHOD)
-        return fail(p, 501, "method not recognised");
+        return http1_fail(p, 501, "method not recognised");
     if (e != HPE_PAUSED || llhttp_get_error_pos(&lp) != h + n)
-        return fail(p, 400, "malformed head");
+        return http1_fail(p, 400, "malformed head");
     if (lp.http_major != 1 || lp.http_minor != hi->minor)
-        return fail(p, 400, "malformed head");
+        return http1_fail(p, 400, "malformed head");
     if (p->kind == HTTP1_RESPONSE)
-        return lp.status_code == hi->status ? 0 : fail(p, 502, "malformed head");
+        return lp.status_code == hi->status ? 0 : http1_fail(p, 502, "malformed head");
     if (((lp.flags & F_CHUNKED) != 0) != hi->te_chunked ||
         ((lp.flags & F_CONTENT_LENGTH) != 0) != (hi->ncl > 0) ||
         (hi->ncl > 0 && lp.content_length != hi->cl))
-        return fail(p, 400, "malformed head");
+        return http1_fail(p, 400, "malformed head");
     return 0;
 }
 
@@ -641,15 +560,15 @@ static int request_framing(struct http1_parser *p, const struct head_info *hi)
     bool connect = hi->mlen == 7 && memcmp(hi->method, "CONNECT", 7) == 0;
 
     if (hi->nte > 0 && hi->ncl > 0)
-        return fail(p, 400, "both Content-Length and Transfer-Encoding");
+        return http1_fail(p, 400, "both Content-Length and Transfer-Encoding");
     if (hi->nte > 0 && hi->minor == 0)
-        return fail(p, 400, "Transfer-Encoding on HTTP/1.0");
+        return http1_fail(p, 400, "Transfer-Encoding on HTTP/1.0");
     if (hi->nhost > 1)
-        return fail(p, 400, "more than one Host");
+        return http1_fail(p, 400, "more than one Host");
     if (hi->nhost == 0 && hi->minor == 1)
-        return fail(p, 400, "no Host");
+        return http1_fail(p, 400, "no Host");
     if (connect && (hi->nte > 0 || hi->cl > 0))
-        return fail(p, 400, "body on CONNECT");
+        return http1_fail(p, 400, "body on CONNECT");
     m->body =
         hi->te_chunked ? HTTP1_BODY_CHUNKED : (hi->ncl > 0 ? HTTP1_BODY_LENGTH : HTTP1_BODY_NONE);
     m->content_length = hi->ncl > 0 ? hi->cl : 0;
@@ -667,9 +586,9 @@ static int response_framing(struct http1_parser *p, const struct head_info *hi)
     int s = hi->status;
 
     if (hi->nte > 0 && hi->ncl > 0)
-        return fail(p, 502, "both Content-Length and Transfer-Encoding");
+        return http1_fail(p, 502, "both Content-Length and Transfer-Encoding");
     if (hi->nte > 0 && hi->minor == 0)
-        return fail(p, 502, "Transfer-Encoding on HTTP/1.0");
+        return http1_fail(p, 502, "Transfer-Encoding on HTTP/1.0");
     m->content_length = hi->ncl > 0 ? hi->cl : 0;
     m->upgrade = s == 101 || (p->req_conn && s >= 200 && s < 300);
     if (hi->minor == 1)
@@ -714,7 +633,7 @@ static int head_parse(struct http1_parser *p, const char *h, size_t n)
     if (rc < 0 || llhttp_agrees(p, h, n, &hi) < 0)
         return STEP_ERR;
     if (p->kind == HTTP1_REQUEST && hi.mlen == 5 && memcmp(hi.method, "TRACE", 5) == 0)
-        return fail(p, 405, "TRACE not allowed");
+        return http1_fail(p, 405, "TRACE not allowed");
     return 0;
 }
 
@@ -754,255 +673,7 @@ static int head_complete(struct http1_parser *p, const char *h, size_t n)
     }
     p->in_msg = final;
     p->interim = !final;
-    return cb_result(p, p->cb.on_head ? p->cb.on_head(p->arg, m) : 0);
-}
-
-/* ---- bodies ---- */
-
-static int deliver(struct http1_parser *p, const char *data, size_t n)
-{
-    return cb_result(p, p->cb.on_body ? p->cb.on_body(p->arg, data, n) : 0);
-}
-
-static int finish_message(struct http1_parser *p)
-{
-    const struct http1_msg *m = &p->msg;
-
-    p->in_msg = false;
-    p->interim = false;
-    if (p->kind == HTTP1_RESPONSE) {
-        p->req_head = false;
-        p->req_conn = false;
-    }
-    if (m->upgrade)
-        p->state = ST_UPGRADED;
-    else if (!m->keep_alive)
-        p->state = ST_CLOSED;
-    else
-        p->state = ST_HEAD;
-    return cb_result(p, p->cb.on_done ? p->cb.on_done(p->arg) : 0);
-}
-
-static int feed_length(struct http1_parser *p, const char *data, size_t len, size_t *pos)
-{
-    size_t n = len - *pos;
-
-    if (n == 0)
-        return STEP_MORE;
-    if (n > p->remaining)
-        n = (size_t)p->remaining;
-    p->remaining -= n;
-    *pos += n;
-    if (p->remaining == 0)
-        p->state = ST_DONE_PENDING;
-    return deliver(p, data + *pos - n, n);
-}
-
-static int feed_eof_body(struct http1_parser *p, const char *data, size_t len, size_t *pos)
-{
-    size_t n = len - *pos;
-
-    if (n == 0)
-        return STEP_MORE;
-    *pos = len;
-    return deliver(p, data + len - n, n);
-}
-
-static bool ext_accepting(enum ext_state e)
-{
-    return e == EXT_START || e == EXT_NAME || e == EXT_TOKVAL || e == EXT_AFTER_Q;
-}
-
-/* One byte of a chunk extension; -1 when the grammar does not allow it. */
-static int ext_step(struct http1_parser *p, unsigned char c)
-{
-    bool ws = is_ows(c);
-
-    switch (p->ext) {
-    case EXT_START:
-    case EXT_BWS:
-    case EXT_AFTER_VAL:
-    case EXT_AFTER_Q:
-        if (c == ';')
-            p->ext = EXT_SEMI;
-        else if (ws)
-            p->ext = p->ext == EXT_START ? EXT_BWS : (p->ext == EXT_BWS ? EXT_BWS : EXT_AFTER_VAL);
-        else
-            return -1;
-        return 0;
-    case EXT_SEMI:
-        if (is_tchar(c))
-            p->ext = EXT_NAME;
-        else if (!ws)
-            return -1;
-        return 0;
-    case EXT_NAME:
-    case EXT_NAME_BWS:
-        if (c == '=')
-            p->ext = EXT_EQ;
-        else if (c == ';')
-            p->ext = EXT_SEMI;
-        else if (ws)
-            p->ext = EXT_NAME_BWS;
-        else if (!is_tchar(c) || p->ext == EXT_NAME_BWS)
-            return -1;
-        return 0;
-    case EXT_EQ:
-        if (c == '"')
-            p->ext = EXT_QSTR;
-        else if (is_tchar(c))
-            p->ext = EXT_TOKVAL;
-        else if (!ws)
-            return -1;
-        return 0;
-    case EXT_TOKVAL:
-        if (c == ';')
-            p->ext = EXT_SEMI;
-        else if (ws)
-            p->ext = EXT_AFTER_VAL;
-        else if (!is_tchar(c))
-            return -1;
-        return 0;
-    case EXT_QSTR:
-        if (c == '"')
-            p->ext = EXT_AFTER_Q;
-        else if (c == '\\')
-            p->ext = EXT_QESC;
-        else if (!is_value_byte(c))
-            return -1;
-        return 0;
-    case EXT_QESC:
-        if (!is_value_byte(c))
-            return -1;
-        p->ext = EXT_QSTR;
-        return 0;
-    }
-    return -1;
-}
-
-/* Trailer section: field lines checked like head lines, then dropped. */
-static int trailer_step(struct http1_parser *p, unsigned char c)
-{
-    if (++p->tr_bytes > VG_HEAD_MAX_BYTES)
-        return fail(p, 431, "trailer section too large");
-    switch (p->state) {
-    case ST_TRAILER_START:
-        if (c == '\r') {
-            p->state = ST_TRAILER_END_LF;
-        } else if (is_tchar(c) && (c != '_' || p->kind == HTTP1_RESPONSE)) {
-            if (++p->tr_fields > VG_HEAD_MAX_FIELDS)
-                return fail(p, 431, "too many trailer fields");
-            p->state = ST_TRAILER_NAME;
-        } else {
-            return fail(p, 400, "bad trailer line");
-        }
-        return 0;
-    case ST_TRAILER_NAME:
-        if (c == ':')
-            p->state = ST_TRAILER_VALUE;
-        else if (!is_tchar(c) || (c == '_' && p->kind == HTTP1_REQUEST))
-            return fail(p, 400, "bad trailer name");
-        return 0;
-    case ST_TRAILER_VALUE:
-        if (c == '\r')
-            p->state = ST_TRAILER_LF;
-        else if (c == '\n')
-            return fail(p, 400, "LF without CR in trailer");
-        else if (!is_value_byte(c))
-            return fail(p, 400, "control character in trailer");
-        return 0;
-    case ST_TRAILER_LF:
-        if (c != '\n')
-            return fail(p, 400, "CR without LF in trailer");
-        p->state = ST_TRAILER_START;
-        return 0;
-    case ST_TRAILER_END_LF:
-        if (c != '\n')
-            return fail(p, 400, "CR without LF in trailer");
-        p->state = ST_DONE_PENDING;
-        return 0;
-    default:
-        return fail(p, 400, "internal state");
-    }
-}
-
-/* Chunk-size line: 1*16HEXDIG [chunk-ext] CRLF. */
-static int chunk_line_step(struct http1_parser *p, unsigned char c)
-{
-    int v;
-
-    switch (p->state) {
-    case ST_CHUNK_SIZE:
-        v = hexval(c);
-        if (v >= 0) {
-            if (++p->ndigits > MAX_CHUNK_DIGITS)
-                return fail(p, 400, "chunk size too long");
-            p->remaining = (p->remaining << 4) | (uint64_t)v;
-            return 0;
-        }
-        if (p->ndigits == 0)
-            return fail(p, 400, "bad chunk size");
-        p->state = ST_CHUNK_EXT;
-        p->ext = EXT_START;
-        p->ext_len = 0;
-        /* c is the first byte after the digits */
-        __attribute__((fallthrough));
-    case ST_CHUNK_EXT:
-        if (c == '\r') {
-            if (!ext_accepting(p->ext))
-                return fail(p, 400, "bad chunk extension");
-            p->state = ST_CHUNK_SIZE_LF;
-            return 0;
-        }
-        if (c == '\n')
-            return fail(p, 400, "LF without CR in chunk line");
-        if (++p->ext_len > VG_CHUNK_EXT_MAX)
-            return fail(p, 400, "chunk extensions too long");
-        if (ext_step(p, c) < 0)
-            return fail(p, 400, "bad chunk extension");
-        return 0;
-    case ST_CHUNK_SIZE_LF:
-        if (c != '\n')
-            return fail(p, 400, "CR without LF in chunk line");
-        p->ndigits = 0;
-        p->state = p->remaining == 0 ? ST_TRAILER_START : ST_CHUNK_DATA;
-        return 0;
-    case ST_CHUNK_DATA_CR:
-        if (c != '\r')
-            return fail(p, 400, "chunk data not followed by CRLF");
-        p->state = ST_CHUNK_DATA_LF;
-        return 0;
-    case ST_CHUNK_DATA_LF:
-        if (c != '\n')
-            return fail(p, 400, "chunk data not followed by CRLF");
-        p->state = ST_CHUNK_SIZE;
-        p->remaining = 0;
-        return 0;
-    default:
-        return trailer_step(p, c);
-    }
-}
-
-static int feed_chunked(struct http1_parser *p, const char *data, size_t len, size_t *pos)
-{
-    while (*pos < len) {
-        if (p->state == ST_CHUNK_DATA) {
-            size_t n = len - *pos;
-
-            if (n > p->remaining)
-                n = (size_t)p->remaining;
-            p->remaining -= n;
-            *pos += n;
-            if (p->remaining == 0)
-                p->state = ST_CHUNK_DATA_CR;
-            return deliver(p, data + *pos - n, n);
-        }
-        if (chunk_line_step(p, (unsigned char)data[(*pos)++]) < 0)
-            return STEP_ERR;
-        if (p->state == ST_DONE_PENDING || p->state == ST_CHUNK_DATA)
-            return STEP_CONT;
-    }
-    return STEP_MORE;
+    return http1_cb_result(p, p->cb.on_head ? p->cb.on_head(p->arg, m) : 0);
 }
 
 /* ---- public parser API ---- */
@@ -1081,16 +752,16 @@ ssize_t http1_feed(struct http1_parser *p, const char *data, size_t len)
             rc = feed_head(p, data, len, &pos);
             break;
         case ST_DONE_PENDING:
-            rc = finish_message(p);
+            rc = http1_finish_message(p);
             break;
         case ST_BODY_LENGTH:
-            rc = feed_length(p, data, len, &pos);
+            rc = http1_feed_length(p, data, len, &pos);
             break;
         case ST_BODY_EOF:
-            rc = feed_eof_body(p, data, len, &pos);
+            rc = http1_feed_eof_body(p, data, len, &pos);
             break;
         default:
-            rc = feed_chunked(p, data, len, &pos);
+            rc = http1_feed_chunked(p, data, len, &pos);
             break;
         }
         if (rc == STEP_ERR)
@@ -1111,18 +782,18 @@ int http1_feed_eof(struct http1_parser *p)
     case ST_HEAD:
         if (p->blen == 0 && !p->interim)
             return 0;
-        fail(p, 400, "connection closed inside a head");
+        http1_fail(p, 400, "connection closed inside a head");
         return -1;
     case ST_DONE_PENDING:
     case ST_BODY_EOF:
         p->msg.keep_alive = false;
         p->msg.upgrade = false;
-        if (finish_message(p) == STEP_ERR)
+        if (http1_finish_message(p) == STEP_ERR)
             return -1;
         p->state = ST_CLOSED;
         return 0;
     default:
-        fail(p, 400, "connection closed inside a body");
+        http1_fail(p, 400, "connection closed inside a body");
         return -1;
     }
 }

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <ifaddrs.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,10 @@ struct local_ip {
     uint8_t len; /* 4 or 16 */
     uint8_t a[16];
 };
+
+/* Warnings logged once per process, not once per worker. */
+static atomic_flag warned_polled = ATOMIC_FLAG_INIT;
+static atomic_flag warned_unreadable = ATOMIC_FLAG_INIT;
 
 struct localaddr {
     int nl;      /* rtnetlink socket subscribed to address changes, or -1 */
@@ -98,8 +103,14 @@ static int reload(struct localaddr *l)
     struct local_ip *ips = NULL;
     size_t n = 0, cap = 0, w;
 
-    if (getifaddrs(&ifs) != 0)
+    if (getifaddrs(&ifs) != 0) {
+        if (!atomic_flag_test_and_set(&warned_unreadable))
+            log_eventf(LOG_WARN, "local_addresses_unreadable", "getifaddrs_failed",
+                       "cannot read the machine's addresses (%s); the last list read, or only "
+                       "the listener addresses, are refused until it can",
+                       strerror(errno));
         return -1;
+    }
     for (i = ifs; i != NULL; i = i->ifa_next)
         cap++;
     if (cap > LOCALADDR_MAX) {
@@ -146,7 +157,10 @@ static int subscribe(void)
     sa.nl_family = AF_NETLINK;
     sa.nl_groups = RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR;
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        int e = errno;
+
         close(fd);
+        errno = e; /* for the warning */
         return -1;
     }
     return fd;
@@ -188,7 +202,7 @@ struct localaddr *localaddr_new(void)
     if (l == NULL)
         return NULL;
     l->nl = subscribe();
-    if (l->nl < 0)
+    if (l->nl < 0 && !atomic_flag_test_and_set(&warned_polled))
         log_eventf(LOG_WARN, "local_addresses_polled", "netlink_unavailable",
                    "no address notifications (%s): the machine's addresses are re-read every "
                    "%d ms",

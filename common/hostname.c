@@ -2,13 +2,51 @@
  * hostname.c - validation and normalisation of host names and IP literals.
  *
  * Guarantees: a name this accepts contains only [a-z0-9.-:] and is safe to put into a
- * certificate SAN, a log line, an audit row and a policy lookup; anything else is refused.
+ * certificate SAN, a log line, an audit row and a policy lookup; anything else is refused. Each
+ * host has one spelling: an IPv6 literal that carries an IPv4 address (mapped, compatible,
+ * NAT64, local-use NAT64, 6to4) comes out as that IPv4 address, so a block of 11.0.0.2 cannot
+ * be walked around by writing [::ffff:11.0.0.2], and certificates, logs and audit rows name the
+ * host the same way whichever form the client chose.
  */
 #include "common/hostname.h"
 #include "common/caps.h"
 
 #include <arpa/inet.h>
 #include <string.h>
+
+/* Where each IPv6 form keeps its IPv4 address. Every prefix length is a whole number of bytes. */
+struct v4_form {
+    enum hostname_v4_form form;
+    uint8_t prefix[12];
+    unsigned prefix_bytes;
+    uint8_t at[4]; /* byte offsets of the IPv4 address's four bytes */
+};
+
+static const struct v4_form v4_forms[] = {
+    {HOSTNAME_V4_MAPPED, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF}, 12, {12, 13, 14, 15}},
+    {HOSTNAME_V4_COMPAT, {0}, 12, {12, 13, 14, 15}},
+    {HOSTNAME_V4_NAT64, {0x00, 0x64, 0xFF, 0x9B}, 12, {12, 13, 14, 15}},
+    /* RFC 6052 §2.2 for a /48: bits 48-63 and 72-87, around the u octet (bits 64-71) */
+    {HOSTNAME_V4_NAT64_LOCAL, {0x00, 0x64, 0xFF, 0x9B, 0x00, 0x01}, 6, {6, 7, 9, 10}},
+    {HOSTNAME_V4_6TO4, {0x20, 0x02}, 2, {2, 3, 4, 5}},
+};
+
+enum hostname_v4_form hostname_v4_embedded(const uint8_t *a, uint8_t v4[4])
+{
+    for (size_t i = 0; i < sizeof(v4_forms) / sizeof(v4_forms[0]); i++) {
+        const struct v4_form *f = &v4_forms[i];
+
+        if (memcmp(a, f->prefix, f->prefix_bytes) != 0)
+            continue;
+        /* :: and ::1 are the unspecified and loopback addresses, not 0.0.0.0 and 0.0.0.1 */
+        if (f->form == HOSTNAME_V4_COMPAT && a[12] == 0 && a[13] == 0 && a[14] == 0 && a[15] <= 1)
+            return HOSTNAME_V4_NONE;
+        for (size_t j = 0; j < 4; j++)
+            v4[j] = a[f->at[j]];
+        return f->form;
+    }
+    return HOSTNAME_V4_NONE;
+}
 
 static int is_ldh(unsigned char c)
 {
@@ -23,7 +61,7 @@ static unsigned char lower(unsigned char c)
 static int normalize_ip(const char *in, size_t len, char *out, size_t outsz)
 {
     char tmp[HOSTNAME_BUFSZ];
-    unsigned char bin[16];
+    unsigned char bin[16], v4[4];
 
     if (len == 0 || len >= sizeof(tmp) || memchr(in, '\0', len) != NULL)
         return -1;
@@ -41,6 +79,11 @@ static int normalize_ip(const char *in, size_t len, char *out, size_t outsz)
         return HOSTNAME_IPV4;
     }
     if (inet_pton(AF_INET6, tmp, bin) == 1) {
+        if (hostname_v4_embedded(bin, v4) != HOSTNAME_V4_NONE) {
+            if (inet_ntop(AF_INET, v4, out, (socklen_t)outsz) == NULL)
+                return -1;
+            return HOSTNAME_IPV4;
+        }
         if (inet_ntop(AF_INET6, bin, out, (socklen_t)outsz) == NULL)
             return -1;
         return HOSTNAME_IPV6;

@@ -848,7 +848,7 @@ int http1_split_authority(const char *value, size_t len, char *host, size_t host
     char norm[HOSTNAME_BUFSZ];
     const char *colon;
     size_t hlen;
-    int kind, pt = 0;
+    int pt = 0;
 
     if (value == NULL || len == 0 || len > VG_HOST_MAX + 8 || hostsz < HOSTNAME_BUFSZ ||
         !all_vchar(value, len) || memchr(value, '@', len) != NULL ||
@@ -869,8 +869,9 @@ int http1_split_authority(const char *value, size_t len, char *host, size_t host
     }
     if (colon != NULL && parse_port(colon + 1, len - hlen - 1, &pt) < 0)
         return -1;
-    kind = hostname_normalize(value, hlen, norm, sizeof(norm));
-    if (kind < 0 || (value[0] == '[') != (kind == HOSTNAME_IPV6))
+    /* Brackets exactly around IPv6 text, which may name an IPv4 host (::ffff:a.b.c.d) */
+    if (hostname_normalize(value, hlen, norm, sizeof(norm)) < 0 ||
+        (value[0] == '[') != (memchr(value, ':', hlen) != NULL))
         return -1;
     memcpy(host, norm, strlen(norm) + 1);
     *port = pt;

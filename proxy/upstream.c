@@ -6,7 +6,9 @@
  *   answer is checked against the destination rules (addr.h) and only the addresses that pass
  *   are kept; those exact sockaddrs are dialled, so the address checked is the address dialled.
  *   Pins (--resolve) and the --upstream-proxy address are exempt from the rules; --allow-private
- *   CIDRs exempt what they cover. vaultgate's own listener endpoints are never dialled.
+ *   CIDRs exempt what they cover. vaultgate's own listener endpoints are never dialled, nor
+ *   (unless pinned or allow-listed) any other address of the machine, read per worker
+ *   (localaddr.h) and kept current as interfaces change.
  * - TLS: one client SSL_CTX per context (trust store loaded once), TLS 1.2+, SNI for DNS names,
  *   chain and host name (or IP) verified by OpenSSL during the handshake; a connection is handed
  *   out only with X509_V_OK. Sessions are cached per server name so new connections resume.
@@ -22,6 +24,7 @@
 #include "audit/log.h"
 #include "common/hostname.h"
 #include "proxy/addr.h"
+#include "proxy/localaddr.h"
 #include "proxy/upstream_int.h"
 
 #include <errno.h>
@@ -109,6 +112,7 @@ struct upstream_ctx {
     size_t npins;
     struct addr_cidr *allow;
     size_t nallow;
+    struct localaddr *local; /* the machine's addresses, never dialled */
     bool have_proxy;
     char proxy_host[HOSTNAME_BUFSZ];
     int proxy_port;
@@ -280,7 +284,9 @@ struct upstream_ctx *upstream_ctx_new(struct event_base *base, const struct upst
     c->sess = calloc(UPSTREAM_SESS_SLOTS, sizeof(*c->sess));
     c->pins = calloc(cfg->npins + 1, sizeof(*c->pins));
     c->allow = calloc(cfg->nallow + 1, sizeof(*c->allow));
-    if (c->pool == NULL || c->sess == NULL || c->pins == NULL || c->allow == NULL)
+    c->local = localaddr_new();
+    if (c->pool == NULL || c->sess == NULL || c->pins == NULL || c->allow == NULL ||
+        c->local == NULL)
         goto nomem;
     for (size_t i = 0; i < cfg->npins; i++)
         upstream_parse_pin(cfg->pins[i], &c->pins[c->npins++]);
@@ -336,6 +342,7 @@ void upstream_ctx_free(struct upstream_ctx **cp)
     free(c->sess);
     free(c->pins);
     free(c->allow);
+    localaddr_free(&c->local);
     free(c);
     *cp = NULL;
 }
@@ -741,7 +748,8 @@ static void add_answer(struct upstream_req *r, int family, int count, const void
             a.sin6.sin6_port = htons((uint16_t)r->dial_port);
             memcpy(&a.sin6.sin6_addr, (const uint8_t *)addrs + 16 * i, 16);
         }
-        if (!upstream_dest_allowed(r->ctx->allow, r->ctx->nallow, r->dial_host, &a, r->tunnel)) {
+        if (!upstream_dest_allowed(r->ctx->allow, r->ctx->nallow, r->ctx->local, r->dial_host, &a,
+                                   r->tunnel)) {
             r->prohibited_seen = true;
             continue;
         }
@@ -891,18 +899,18 @@ static int plan(struct upstream_req *r)
     if (r->tunnel && r->kind != HOSTNAME_DNS && pin_find(c, r->host, r->port) == NULL) {
         /* The proxy dials an IP-literal target as given: check it here. */
         upstream_parse_ip(r->host, strlen(r->host), r->port, &a);
-        if (!upstream_dest_allowed(c->allow, c->nallow, r->host, &a, false))
+        if (!upstream_dest_allowed(c->allow, c->nallow, c->local, r->host, &a, false))
             return 1;
     }
     pin = pin_find(c, r->dial_host, r->dial_port);
     if (pin != NULL) {
-        if (upstream_dest_allowed(c->allow, c->nallow, r->dial_host, &pin->addr, true))
+        if (upstream_dest_allowed(c->allow, c->nallow, c->local, r->dial_host, &pin->addr, true))
             r->addrs[r->naddrs++] = pin->addr;
         return 1;
     }
     if ((r->tunnel ? c->proxy_kind : r->kind) != HOSTNAME_DNS) {
         upstream_parse_ip(r->dial_host, strlen(r->dial_host), r->dial_port, &a);
-        if (upstream_dest_allowed(c->allow, c->nallow, r->dial_host, &a, r->tunnel))
+        if (upstream_dest_allowed(c->allow, c->nallow, c->local, r->dial_host, &a, r->tunnel))
             r->addrs[r->naddrs++] = a;
         return 1;
     }

@@ -18,8 +18,10 @@
 #include "common/hostname.h"
 #include "proxy/addr.h"
 
-/* Own endpoints kept: listener address x port, every interface address for a wildcard. */
+/* Own endpoints kept: listener address x port, and wildcard listeners by family x port. */
 #define UPSTREAM_OWN_MAX 1024
+
+struct localaddr;
 
 union upstream_sa {
     struct sockaddr sa;
@@ -48,10 +50,11 @@ int upstream_parse_proxy_url(const char *s, char *host, int *port);
 /*
  * The destination rules for one address about to be dialled (logs a skipped address at debug
  * level, naming host). exempt: pinned, or the operator's proxy. vaultgate's own listener
- * endpoints are refused even then: dialling them would loop.
+ * endpoints are refused even then: dialling them would loop. local: the calling worker's set of
+ * the machine's addresses, whose other addresses are refused unless exempt or allow-listed.
  */
-bool upstream_dest_allowed(const struct addr_cidr *allow, size_t nallow, const char *host,
-                           const union upstream_sa *a, bool exempt);
+bool upstream_dest_allowed(const struct addr_cidr *allow, size_t nallow, struct localaddr *local,
+                           const char *host, const union upstream_sa *a, bool exempt);
 
 /* FNV-1a over a string, continuing from h (start with 2166136261u). */
 static inline uint32_t upstream_hash(const char *s, uint32_t h)

@@ -7,14 +7,15 @@
  * Guarantees: parsing is strict (ports 1-65535 without leading zeros, IP literals only where an
  * address is expected, no userinfo or path in the proxy URL). An address passes the rules only
  * if it is not one of vaultgate's listener endpoints and it is exempt (pin, proxy), covered by
- * --allow-private, or public (addr_classify) and not one of vaultgate's own addresses.
+ * --allow-private, or public (addr_classify) and not an address of the machine: a listener's,
+ * or any interface's at the moment of the check (localaddr.h), whatever port is dialled.
  */
 #include "proxy/upstream.h"
 #include "audit/log.h"
+#include "proxy/localaddr.h"
 #include "proxy/upstream_int.h"
 
 #include <arpa/inet.h>
-#include <ifaddrs.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -27,8 +28,9 @@ struct own_endpoint {
 };
 static struct own_endpoint own_eps[UPSTREAM_OWN_MAX];
 static size_t own_neps;
-/* Wildcard listeners (0.0.0.0 / [::]) by address length and port: they also answer on every
- * loopback address (all of 127/8), which getifaddrs() lists only as 127.0.0.1. */
+/* Wildcard listeners (0.0.0.0 / [::]) by address length and port: they answer on every address
+ * of the machine, the ones added after start included, and on all of 127/8, which
+ * getifaddrs() lists only as 127.0.0.1. */
 static struct own_endpoint own_wild[UPSTREAM_OWN_MAX];
 static size_t own_nwild;
 
@@ -250,9 +252,8 @@ static int own_add(const union upstream_sa *a)
 int upstream_add_own_address(const struct sockaddr *sa)
 {
     union upstream_sa a;
-    struct ifaddrs *ifs = NULL, *i;
     size_t len;
-    int port, rc = -1;
+    int port;
     const uint8_t *b;
 
     memset(&a, 0, sizeof(a));
@@ -265,40 +266,25 @@ int upstream_add_own_address(const struct sockaddr *sa)
     b = sa_bytes(&a, &len, &port);
     if (addr_classify(b, len) != ADDR_UNSPECIFIED)
         return own_add(&a);
-    /* A wildcard listener is reachable on every local address, loopback ones included. */
+    /* A wildcard listener is reachable on every local address: matched at each check. */
+    for (size_t i = 0; i < own_nwild; i++) {
+        if (own_wild[i].len == len && own_wild[i].port == port)
+            return 0;
+    }
     if (own_nwild >= UPSTREAM_OWN_MAX)
         return -1;
     own_wild[own_nwild].len = len;
     own_wild[own_nwild].port = port;
     own_nwild++;
-    if (getifaddrs(&ifs) != 0)
-        return -1;
-    for (i = ifs; i != NULL; i = i->ifa_next) {
-        union upstream_sa ia;
-
-        if (i->ifa_addr == NULL)
-            continue;
-        memset(&ia, 0, sizeof(ia));
-        if (i->ifa_addr->sa_family == AF_INET) {
-            memcpy(&ia.sin, i->ifa_addr, sizeof(ia.sin));
-            ia.sin.sin_port = htons((uint16_t)port);
-        } else if (i->ifa_addr->sa_family == AF_INET6) {
-            memcpy(&ia.sin6, i->ifa_addr, sizeof(ia.sin6));
-            ia.sin6.sin6_port = htons((uint16_t)port);
-        } else {
-            continue;
-        }
-        if (own_add(&ia) != 0)
-            goto cleanup;
-    }
-    rc = 0;
-cleanup:
-    freeifaddrs(ifs);
-    return rc;
+    return 0;
 }
 
-/* 1 own endpoint (address and port), 2 own address on another port, 0 neither. */
-static int own_match(const uint8_t *b, size_t len, int port)
+/*
+ * 1 own endpoint (a listener's address and port, or a wildcard listener's port on an address
+ * of the machine), 2 an address of the machine on another port, 0 neither. local: the worker's
+ * view of the machine's addresses (NULL: listener addresses and loopback only).
+ */
+static int own_match(struct localaddr *local, const uint8_t *b, size_t len, int port)
 {
     int r = 0;
 
@@ -309,13 +295,13 @@ static int own_match(const uint8_t *b, size_t len, int port)
             return 1;
         r = 2;
     }
-    if (addr_classify(b, len) == ADDR_LOOPBACK) {
-        for (size_t i = 0; i < own_nwild; i++) {
-            if (own_wild[i].len == len && own_wild[i].port == port)
-                return 1;
-        }
+    if (r == 0 && addr_classify(b, len) != ADDR_LOOPBACK && !localaddr_has(local, b, len))
+        return 0;
+    for (size_t i = 0; i < own_nwild; i++) {
+        if (own_wild[i].len == len && own_wild[i].port == port)
+            return 1;
     }
-    return r;
+    return 2;
 }
 
 static bool allow_listed(const struct addr_cidr *allow, size_t nallow, const uint8_t *b, size_t len)
@@ -345,15 +331,15 @@ static void log_prohibited(const char *host, const union upstream_sa *a, const c
     log_event(LOG_DEBUG, "upstream_address_skipped", &f);
 }
 
-bool upstream_dest_allowed(const struct addr_cidr *allow, size_t nallow, const char *host,
-                           const union upstream_sa *a, bool exempt)
+bool upstream_dest_allowed(const struct addr_cidr *allow, size_t nallow, struct localaddr *local,
+                           const char *host, const union upstream_sa *a, bool exempt)
 {
     size_t len;
     int port, own;
     const uint8_t *b = sa_bytes(a, &len, &port);
     enum addr_class cls;
 
-    own = own_match(b, len, port);
+    own = own_match(local, b, len, port);
     if (own == 1) {
         log_prohibited(host, a, "is a vaultgate listener");
         return false;
@@ -366,7 +352,7 @@ bool upstream_dest_allowed(const struct addr_cidr *allow, size_t nallow, const c
         return false;
     }
     if (own == 2) {
-        log_prohibited(host, a, "is one of vaultgate's own addresses");
+        log_prohibited(host, a, "is an address of this machine");
         return false;
     }
     return true;

@@ -1,9 +1,11 @@
 /*
- * test_addr.c - the destination address rules (proxy/addr.c): every class with the first and
- * last address of each range and the neighbours just outside, the IPv6 forms that embed IPv4,
- * and CIDR parsing and matching.
+ * test_addr.c - the destination address rules (proxy/addr.c): every row of the table of blocks
+ * with addresses inside it and just outside, the shape of the table itself (host bits, the
+ * reach column against the class column, the embedding rows against common/hostname.c), the
+ * IPv6 forms that embed IPv4, and CIDR parsing and matching.
  */
 #include "proxy/addr.h"
+#include "common/hostname.h"
 
 #include <arpa/inet.h>
 #include <check.h>
@@ -14,9 +16,16 @@ struct class_case {
     enum addr_class cls;
 };
 
+/*
+ * Every row of the table with an address inside it (its first and last address where no more
+ * specific row takes them) and the neighbours just outside it, written from the registries,
+ * not from addr.c. test_every_row_tested checks that each row is the most specific block of
+ * some case here.
+ */
 static const struct class_case class_cases[] = {
-    /* 0/8 */
+    /* 0.0.0.0/8 "This network", 0.0.0.0/32 "This host on this network" */
     {"0.0.0.0", ADDR_UNSPECIFIED},
+    {"0.0.0.1", ADDR_UNSPECIFIED},
     {"0.255.255.255", ADDR_UNSPECIFIED},
     {"1.0.0.0", ADDR_PUBLIC},
     /* 10/8 */
@@ -48,20 +57,51 @@ static const struct class_case class_cases[] = {
     {"172.16.0.0", ADDR_PRIVATE},
     {"172.31.255.255", ADDR_PRIVATE},
     {"172.32.0.0", ADDR_PUBLIC},
-    /* 192.0.0/24, 192.0.2/24 */
+    /* 192.0.0.0/24 and the rows inside it: /29, .8, .9 and .10 (reachable), .170, .171 */
     {"191.255.255.255", ADDR_PUBLIC},
     {"192.0.0.0", ADDR_RESERVED},
+    {"192.0.0.7", ADDR_RESERVED},
+    {"192.0.0.8", ADDR_RESERVED},
+    {"192.0.0.9", ADDR_PUBLIC},
+    {"192.0.0.10", ADDR_PUBLIC},
+    {"192.0.0.11", ADDR_RESERVED},
+    {"192.0.0.169", ADDR_RESERVED},
+    {"192.0.0.170", ADDR_RESERVED},
+    {"192.0.0.171", ADDR_RESERVED},
+    {"192.0.0.172", ADDR_RESERVED},
     {"192.0.0.255", ADDR_RESERVED},
     {"192.0.1.0", ADDR_PUBLIC},
+    /* 192.0.2/24 TEST-NET-1 */
     {"192.0.1.255", ADDR_PUBLIC},
     {"192.0.2.0", ADDR_RESERVED},
     {"192.0.2.255", ADDR_RESERVED},
     {"192.0.3.0", ADDR_PUBLIC},
+    /* 192.31.196/24 AS112-v4, 192.52.193/24 AMT: listed, and reachable */
+    {"192.31.195.255", ADDR_PUBLIC},
+    {"192.31.196.0", ADDR_PUBLIC},
+    {"192.31.196.255", ADDR_PUBLIC},
+    {"192.31.197.0", ADDR_PUBLIC},
+    {"192.52.192.255", ADDR_PUBLIC},
+    {"192.52.193.0", ADDR_PUBLIC},
+    {"192.52.193.255", ADDR_PUBLIC},
+    {"192.52.194.0", ADDR_PUBLIC},
+    /* 192.88.99/24 deprecated 6to4 relay anycast (blank: refused), 192.88.99.2 6a44 relay */
+    {"192.88.98.255", ADDR_PUBLIC},
+    {"192.88.99.0", ADDR_RESERVED},
+    {"192.88.99.1", ADDR_RESERVED},
+    {"192.88.99.2", ADDR_RESERVED},
+    {"192.88.99.255", ADDR_RESERVED},
+    {"192.88.100.0", ADDR_PUBLIC},
     /* 192.168/16 */
     {"192.167.255.255", ADDR_PUBLIC},
     {"192.168.0.0", ADDR_PRIVATE},
     {"192.168.255.255", ADDR_PRIVATE},
     {"192.169.0.0", ADDR_PUBLIC},
+    /* 192.175.48/24 AS112 direct delegation: reachable */
+    {"192.175.47.255", ADDR_PUBLIC},
+    {"192.175.48.0", ADDR_PUBLIC},
+    {"192.175.48.255", ADDR_PUBLIC},
+    {"192.175.49.0", ADDR_PUBLIC},
     /* 198.18/15 */
     {"198.17.255.255", ADDR_PUBLIC},
     {"198.18.0.0", ADDR_RESERVED},
@@ -83,28 +123,126 @@ static const struct class_case class_cases[] = {
     {"239.255.255.255", ADDR_MULTICAST},
     {"240.0.0.0", ADDR_RESERVED},
     {"254.255.255.255", ADDR_RESERVED},
+    {"255.255.255.254", ADDR_RESERVED},
     {"255.255.255.255", ADDR_RESERVED},
     /* ordinary public addresses */
     {"8.8.8.8", ADDR_PUBLIC},
     {"1.1.1.1", ADDR_PUBLIC},
     {"93.184.216.34", ADDR_PUBLIC},
 
-    /* IPv6 */
-    {"::", ADDR_UNSPECIFIED},
-    {"::1", ADDR_LOOPBACK},
-    {"::2", ADDR_UNSPECIFIED}, /* IPv4-compatible 0.0.0.2 */
+    /* IPv6: outside 2000::/3 is reserved unless named; 2000::/3 is public unless named */
+    {"::1:0:0:0", ADDR_RESERVED},
+    {"1fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
     {"2000::", ADDR_PUBLIC},
     {"2001:4860:4860::8888", ADDR_PUBLIC},
     {"2606:4700::1111", ADDR_PUBLIC},
-    {"3ffe:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_PUBLIC},
-    {"1fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"3fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_PUBLIC},
     {"4000::", ADDR_RESERVED},
-    /* fe80::/10 */
-    {"fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
-    {"fe80::", ADDR_LINKLOCAL},
-    {"fe80::1", ADDR_LINKLOCAL},
-    {"febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_LINKLOCAL},
-    {"fec0::", ADDR_RESERVED}, /* deprecated site-local */
+    /* ::/128, ::1/128 */
+    {"::", ADDR_UNSPECIFIED},
+    {"::1", ADDR_LOOPBACK},
+    /* IPv4-compatible ::/96 (not globally reachable): the embedded class when not public */
+    {"::2", ADDR_UNSPECIFIED}, /* 0.0.0.2 */
+    {"::127.0.0.1", ADDR_LOOPBACK},
+    {"::10.1.2.3", ADDR_PRIVATE},
+    {"::8.8.8.8", ADDR_RESERVED},
+    {"::ffff:ffff", ADDR_RESERVED},
+    {"::1:0:0", ADDR_RESERVED}, /* neither compatible nor mapped */
+    /* IPv4-mapped ::ffff:0:0/96: dialled as IPv4, so the IPv4 address decides */
+    {"::ffff:0.0.0.0", ADDR_UNSPECIFIED},
+    {"::ffff:127.0.0.1", ADDR_LOOPBACK},
+    {"::ffff:10.0.0.1", ADDR_PRIVATE},
+    {"::ffff:169.254.169.254", ADDR_METADATA},
+    {"::ffff:192.88.99.1", ADDR_RESERVED},
+    {"::ffff:192.0.0.9", ADDR_PUBLIC},
+    {"::ffff:8.8.8.8", ADDR_PUBLIC},
+    {"::ffff:255.255.255.255", ADDR_RESERVED},
+    {"::fffe:ffff:ffff", ADDR_RESERVED},
+    {"::1:0:0:0:0", ADDR_RESERVED},
+    /* NAT64 64:ff9b::/96 (reachable): the embedded class */
+    {"64:ff9a:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"64:ff9b::", ADDR_UNSPECIFIED},
+    {"64:ff9b::a00:1", ADDR_PRIVATE},
+    {"64:ff9b::7f00:1", ADDR_LOOPBACK},
+    {"64:ff9b::a9fe:a9fe", ADDR_METADATA},
+    {"64:ff9b::c058:6301", ADDR_RESERVED}, /* 192.88.99.1 */
+    {"64:ff9b::808:808", ADDR_PUBLIC},
+    {"64:ff9b::ffff:ffff", ADDR_RESERVED},
+    {"64:ff9b:0:0:0:1::", ADDR_RESERVED}, /* outside the /96, outside 2000::/3 */
+    /* local-use NAT64 64:ff9b:1::/48, RFC 6052 /48 layout (not globally reachable) */
+    {"64:ff9b:0:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"64:ff9b:1::", ADDR_UNSPECIFIED},
+    {"64:ff9b:1:808:0:808::", ADDR_PRIVATE},
+    {"64:ff9b:1:7f00:0:100::", ADDR_LOOPBACK},
+    {"64:ff9b:1:a9fe:a9:fe00::", ADDR_METADATA},
+    {"64:ff9b:1:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"64:ff9b:2::", ADDR_RESERVED},
+    /* 100::/64 discard-only, 100:0:0:1::/64 dummy prefix */
+    {"ff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"100::", ADDR_RESERVED},
+    {"100::ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"100:0:0:1::", ADDR_RESERVED},
+    {"100:0:0:1:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"100:0:0:2::", ADDR_RESERVED},
+    /* 2001::/23 IETF protocol assignments and what lies inside it */
+    {"2000:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_PUBLIC},
+    {"2001::", ADDR_RESERVED}, /* Teredo 2001::/32, N/A */
+    {"2001:0:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"2001:1::", ADDR_RESERVED},
+    {"2001:1::1", ADDR_PUBLIC}, /* PCP anycast */
+    {"2001:1::2", ADDR_PUBLIC}, /* TURN anycast */
+    {"2001:1::3", ADDR_PUBLIC}, /* DNS-SD SRP anycast */
+    {"2001:1::4", ADDR_RESERVED},
+    {"2001:2::", ADDR_RESERVED}, /* benchmarking 2001:2::/48 */
+    {"2001:2:0:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"2001:2:1::", ADDR_RESERVED},
+    {"2001:2:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"2001:3::", ADDR_PUBLIC}, /* AMT 2001:3::/32 */
+    {"2001:3:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_PUBLIC},
+    {"2001:4::", ADDR_RESERVED},
+    {"2001:4:111:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"2001:4:112::", ADDR_PUBLIC}, /* AS112-v6 2001:4:112::/48 */
+    {"2001:4:112:ffff:ffff:ffff:ffff:ffff", ADDR_PUBLIC},
+    {"2001:4:113::", ADDR_RESERVED},
+    {"2001:f:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"2001:10::", ADDR_RESERVED}, /* ORCHID, terminated: blank */
+    {"2001:1f:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"2001:20::", ADDR_PUBLIC}, /* ORCHIDv2 2001:20::/28 */
+    {"2001:2f:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_PUBLIC},
+    {"2001:30::", ADDR_PUBLIC}, /* DETs 2001:30::/28 */
+    {"2001:3f:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_PUBLIC},
+    {"2001:40::", ADDR_RESERVED},
+    {"2001:1ff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"2001:200::", ADDR_PUBLIC},
+    /* documentation 2001:db8::/32 and 3fff::/20 */
+    {"2001:db7:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_PUBLIC},
+    {"2001:db8::", ADDR_RESERVED},
+    {"2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"2001:db9::", ADDR_PUBLIC},
+    {"3ffe:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_PUBLIC},
+    {"3fff::", ADDR_RESERVED},
+    {"3fff:fff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"3fff:1000::", ADDR_PUBLIC},
+    /* 6to4 2002::/16 (N/A): the embedded class when not public, else refused */
+    {"2001:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_PUBLIC},
+    {"2002::", ADDR_UNSPECIFIED},
+    {"2002:0a00:0001::1", ADDR_PRIVATE},
+    {"2002:7f00:1::", ADDR_LOOPBACK},
+    {"2002:a9fe:a9fe::1", ADDR_METADATA},
+    {"2002:c000:0201::", ADDR_RESERVED},
+    {"2002:0808:0808::1", ADDR_RESERVED},
+    {"2002:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"2003::", ADDR_PUBLIC},
+    /* 2620:4f:8000::/48 AS112 direct delegation: reachable */
+    {"2620:4f:7fff:ffff:ffff:ffff:ffff:ffff", ADDR_PUBLIC},
+    {"2620:4f:8000::", ADDR_PUBLIC},
+    {"2620:4f:8000:ffff:ffff:ffff:ffff:ffff", ADDR_PUBLIC},
+    {"2620:4f:8001::", ADDR_PUBLIC},
+    /* 5f00::/16 SRv6 SIDs */
+    {"5eff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"5f00::", ADDR_RESERVED},
+    {"5f00:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"5f01::", ADDR_RESERVED},
     /* fc00::/7 and the metadata host */
     {"fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
     {"fc00::", ADDR_PRIVATE},
@@ -112,60 +250,18 @@ static const struct class_case class_cases[] = {
     {"fd00:ec2::254", ADDR_METADATA},
     {"fd00:ec2::253", ADDR_PRIVATE},
     {"fd00:ec2::255", ADDR_PRIVATE},
+    {"fe00::", ADDR_RESERVED},
+    /* fe80::/10, fec0::/10 (deprecated site-local) */
+    {"fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
+    {"fe80::", ADDR_LINKLOCAL},
+    {"fe80::1", ADDR_LINKLOCAL},
+    {"febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_LINKLOCAL},
+    {"fec0::", ADDR_RESERVED},
+    {"feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
     /* ff00::/8 */
     {"ff00::", ADDR_MULTICAST},
     {"ff02::1", ADDR_MULTICAST},
     {"ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_MULTICAST},
-    /* IPv4-mapped ::ffff:0:0/96 */
-    {"::ffff:127.0.0.1", ADDR_LOOPBACK},
-    {"::ffff:10.0.0.1", ADDR_PRIVATE},
-    {"::ffff:169.254.169.254", ADDR_METADATA},
-    {"::ffff:0.0.0.0", ADDR_UNSPECIFIED},
-    {"::ffff:8.8.8.8", ADDR_PUBLIC},
-    {"::fffe:808:808", ADDR_RESERVED}, /* neither mapped nor compatible */
-    /* IPv4-compatible ::/96 */
-    {"::127.0.0.1", ADDR_LOOPBACK},
-    {"::10.1.2.3", ADDR_PRIVATE},
-    {"::8.8.8.8", ADDR_PUBLIC},
-    /* NAT64 64:ff9b::/96 */
-    {"64:ff9b::a00:1", ADDR_PRIVATE},
-    {"64:ff9b::7f00:1", ADDR_LOOPBACK},
-    {"64:ff9b::a9fe:a9fe", ADDR_METADATA},
-    {"64:ff9b::808:808", ADDR_PUBLIC},
-    {"64:ff9b:0:0:0:1::", ADDR_RESERVED}, /* outside the /96, outside 2000::/3 */
-    /* local-use NAT64 64:ff9b:1::/48: never public */
-    {"64:ff9b:1::808:808", ADDR_PRIVATE},
-    {"64:ff9b:1::7f00:1", ADDR_LOOPBACK},
-    {"64:ff9b:1:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
-    {"64:ff9b:2::", ADDR_RESERVED},
-    /* 6to4 2002::/16, IPv4 in bits 16-48 */
-    {"2002:0a00:0001::1", ADDR_PRIVATE},
-    {"2002:7f00:1::", ADDR_LOOPBACK},
-    {"2002:a9fe:a9fe::1", ADDR_METADATA},
-    {"2002:c000:0201::", ADDR_RESERVED},
-    {"2002:0808:0808::1", ADDR_PUBLIC},
-    {"2001:ffff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_PUBLIC},
-    {"2003::", ADDR_PUBLIC},
-    /* Teredo 2001::/32 */
-    {"2001::", ADDR_RESERVED},
-    {"2001:0:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
-    {"2001:1::", ADDR_PUBLIC},
-    /* benchmarking 2001:2::/48 */
-    {"2001:2::", ADDR_RESERVED},
-    {"2001:2:0:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
-    {"2001:2:1::", ADDR_PUBLIC},
-    /* documentation 2001:db8::/32 and 3fff::/20 */
-    {"2001:db7:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_PUBLIC},
-    {"2001:db8::", ADDR_RESERVED},
-    {"2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
-    {"2001:db9::", ADDR_PUBLIC},
-    {"3fff::", ADDR_RESERVED},
-    {"3fff:fff:ffff:ffff:ffff:ffff:ffff:ffff", ADDR_RESERVED},
-    {"3fff:1000::", ADDR_PUBLIC},
-    /* discard 100::/64 */
-    {"100::", ADDR_RESERVED},
-    {"100::ffff:ffff:ffff:ffff", ADDR_RESERVED},
-    {"100:0:0:1::", ADDR_RESERVED}, /* outside 2000::/3 anyway */
 };
 
 static void check_class(const struct class_case *c)
@@ -186,6 +282,66 @@ static void check_class(const struct class_case *c)
 START_TEST(test_classify_table)
 {
     check_class(&class_cases[_i]);
+}
+END_TEST
+
+static void to_bin(const char *ip, uint8_t *a, size_t *len);
+
+/* Each row of the table is the most specific block of at least one case of class_cases. */
+START_TEST(test_every_row_tested)
+{
+    size_t n;
+    const struct addr_block *rows = addr_blocks(&n), *row = &rows[_i];
+    uint8_t a[16];
+    size_t len;
+
+    ck_assert_uint_lt((size_t)_i, n);
+    for (size_t i = 0; i < sizeof(class_cases) / sizeof(class_cases[0]); i++) {
+        to_bin(class_cases[i].ip, a, &len);
+        if (addr_block_of(a, len) == row)
+            return;
+    }
+    ck_abort_msg("row %d (%s, /%u) has no test address", _i, row->name, row->prefix);
+}
+END_TEST
+
+/* The first or last address of row (last: every host bit set). */
+static void row_edge(const struct addr_block *row, int last, uint8_t *a)
+{
+    memcpy(a, row->net, row->len);
+    for (unsigned bit = row->prefix; last && bit < row->len * 8u; bit++)
+        a[bit / 8] |= (uint8_t)(0x80 >> (bit % 8));
+}
+
+START_TEST(test_table_shape)
+{
+    size_t n;
+    const struct addr_block *rows = addr_blocks(&n), *row = &rows[_i];
+    uint8_t a[16], v4[4];
+
+    ck_assert(row->len == 4 || row->len == 16);
+    ck_assert_uint_le(row->prefix, row->len * 8u);
+    ck_assert_ptr_nonnull(row->name);
+    row_edge(row, 0, a);
+    ck_assert_msg(memcmp(a, row->net, row->len) == 0, "%s: host bits set", row->name);
+    for (size_t j = 0; j < n; j++) {
+        ck_assert_msg(j == (size_t)_i || rows[j].len != row->len || rows[j].prefix != row->prefix ||
+                          memcmp(rows[j].net, row->net, row->len) != 0,
+                      "%s: listed twice", row->name);
+    }
+    /* the class says public exactly when the registry says globally reachable */
+    if (!row->embeds_v4)
+        ck_assert_msg((row->cls == ADDR_PUBLIC) == (row->reach == ADDR_REACH_TRUE), "%s",
+                      row->name);
+    ck_assert(row->reach != ADDR_REACH_IPV4 || row->embeds_v4);
+    ck_assert(!row->embeds_v4 || row->len == 16);
+    /* an embedding row is exactly where common/hostname.c finds an IPv4 address */
+    for (int last = 0; last <= 1; last++) {
+        row_edge(row, last, a);
+        if (addr_block_of(a, row->len) == row && row->len == 16)
+            ck_assert_msg((hostname_v4_embedded(a, v4) != HOSTNAME_V4_NONE) == row->embeds_v4,
+                          "%s: %s address", row->name, last ? "last" : "first");
+    }
 }
 END_TEST
 
@@ -354,9 +510,13 @@ Suite *suite_addr(void)
 {
     Suite *s = suite_create("addr");
     TCase *tc = tcase_create("classify");
+    size_t nrows;
 
+    addr_blocks(&nrows);
     tcase_add_loop_test(tc, test_classify_table, 0,
                         (int)(sizeof(class_cases) / sizeof(class_cases[0])));
+    tcase_add_loop_test(tc, test_every_row_tested, 0, (int)nrows);
+    tcase_add_loop_test(tc, test_table_shape, 0, (int)nrows);
     tcase_add_test(tc, test_classify_bad_len);
     tcase_add_test(tc, test_class_names);
     suite_add_tcase(s, tc);

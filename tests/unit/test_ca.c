@@ -474,7 +474,31 @@ START_TEST(test_constraints_reject_outside)
     expect_rejected(ca, "x.invalid");
     expect_rejected(ca, "192.0.2.2");
     expect_rejected(ca, "2001:db8::2");
-    expect_rejected(ca, "::ffff:192.0.2.1");
+    ca_free(&ca);
+}
+END_TEST
+
+/*
+ * An IPv6 spelling of an IPv4 host is that host: a constraint written as ::ffff:192.0.2.9 is the
+ * iPAddress 192.0.2.9/32, the CA permits the IPv4 form only, and no leaf is ever minted for the
+ * IPv6 spelling (leaf_mint takes normalised hosts), so no leaf carries an IPv6 SAN that the
+ * IPv4 constraint would not cover.
+ */
+START_TEST(test_constraints_v4_in_v6)
+{
+    static const char *const ips[] = {"::ffff:192.0.2.9", "[64:ff9b::c000:20a]"};
+    struct ca *ca = new_ca(true, NULL, 0, ips, 2);
+    X509 *leaf = mint(ca, "192.0.2.9");
+    char err[256];
+
+    ck_assert(ca_permits(ca, "192.0.2.9"));
+    ck_assert(ca_permits(ca, "192.0.2.10"));
+    ck_assert_int_eq(verify_leaf(ca, leaf, "192.0.2.9"), X509_V_OK);
+    ck_assert(!ca_permits(ca, "::ffff:192.0.2.9"));
+    ck_assert_ptr_null(leaf_mint(ca, "::ffff:192.0.2.9", err, sizeof(err)));
+    expect_rejected(ca, "192.0.2.1");
+    X509_free(leaf);
+    ERR_clear_error();
     ca_free(&ca);
 }
 END_TEST
@@ -1006,6 +1030,7 @@ Suite *suite_ca(void)
     tcase_add_test(tc, test_leaf_verifies);
     tcase_add_test(tc, test_leaf_ip);
     tcase_add_test(tc, test_constraints_reject_outside);
+    tcase_add_test(tc, test_constraints_v4_in_v6);
     tcase_add_test(tc, test_constraints_no_names);
     tcase_add_test(tc, test_constraints_one_family);
     tcase_add_test(tc, test_permits_matches_verifier);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/caps.h"
+#include "common/hostname.h"
 #include "policy/inject.h"
 #include "policy/policy.h"
 #include "tests/unit/guard.h"
@@ -211,6 +212,9 @@ static const struct {
     {"{'version':1,'host_policy':{'hosts':{'a.example.com':'allow','A.Example.com.':'block'}}}",
      "host_policy.hosts[\"A.Example.com.\"]: same host pattern as "
      "host_policy.hosts[\"a.example.com\"]"},
+    {"{'version':1,'host_policy':{'hosts':{'11.0.0.2':'block','[64:ff9b::b00:2]':'allow'}}}",
+     "host_policy.hosts[\"[64:ff9b::b00:2]\"]: same host pattern as "
+     "host_policy.hosts[\"11.0.0.2\"]"},
     {"{'version':1,'host_policy':{'hosts':[]}}",
      "host_policy.hosts: expected an object, got an array"},
     /* a credential pasted into the wrong field is echoed masked, the path still named */
@@ -686,6 +690,62 @@ START_TEST(test_policy_names)
 }
 END_TEST
 
+/*
+ * An IPv4 host written as an IPv6 literal (mapped, compatible, NAT64, local-use NAT64, 6to4) is
+ * that host for every match: block entries, rules and allow entries, whichever form the vault
+ * and the client each used. Hosts reach policy_decide normalised, as the proxy normalises them.
+ */
+static const struct {
+    const char *raw; /* as a client writes it */
+    enum policy_verdict verdict;
+    int rule;
+} v4_form_cases[] = {
+    {"11.0.0.2", POLICY_BLOCK, -1},
+    {"[::ffff:11.0.0.2]", POLICY_BLOCK, -1},
+    {"[::11.0.0.2]", POLICY_BLOCK, -1},
+    {"[64:ff9b::b00:2]", POLICY_BLOCK, -1},
+    {"[64:ff9b:1:b00:0:200::]", POLICY_BLOCK, -1},
+    {"[2002:b00:2:99::1]", POLICY_BLOCK, -1},
+    {"11.0.0.3", POLICY_INJECT, 0},
+    {"[::ffff:b00:3]", POLICY_INJECT, 0},
+    {"[64:ff9b::11.0.0.3]", POLICY_INJECT, 0},
+    {"[2002:b00:3::]", POLICY_INJECT, 0},
+    {"11.0.0.4", POLICY_ALLOW, -1},
+    {"[::ffff:11.0.0.4]", POLICY_ALLOW, -1},
+    {"[64:ff9b:1:b00:0:400::]", POLICY_ALLOW, -1},
+    {"[::ffff:11.0.0.5]", POLICY_BLOCK, -1}, /* the default */
+    {"[2001:db8::b00:2]", POLICY_BLOCK, -1}, /* not an embedding form: the default */
+};
+
+START_TEST(test_policy_v4_forms)
+{
+    struct policy *p =
+        parse_ok("{'version':1," SEC ",'rules':[{'host_pattern':'[::ffff:11.0.0.3]','secret':'A',"
+                 "'scheme':'bearer'}],'host_policy':{'default':'block','hosts':{"
+                 "'[64:ff9b::b00:2]':'block','2002:b00:4::':'allow'}}}");
+    char host[HOSTNAME_BUFSZ];
+    const char *raw = v4_form_cases[_i].raw;
+    struct policy_decision d;
+    const struct policy_name *nm;
+    size_t n;
+
+    ck_assert_int_gt(hostname_normalize(raw, strlen(raw), host, sizeof(host)), 0);
+    policy_decide(p, host, &d);
+    ck_assert_msg(d.verdict == v4_form_cases[_i].verdict, "%s: verdict %d", raw, d.verdict);
+    ck_assert_int_eq(d.rule, v4_form_cases[_i].rule);
+    /* the names the CA constrains to and the hosts command print: IPv4, once each */
+    nm = policy_names(p, &n);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_str_eq(nm[0].name, "11.0.0.3");
+    ck_assert(nm[0].ip && nm[0].rule);
+    ck_assert_str_eq(nm[1].name, "11.0.0.2");
+    ck_assert(nm[1].ip && nm[1].block);
+    ck_assert_str_eq(nm[2].name, "11.0.0.4");
+    ck_assert(nm[2].ip && nm[2].allow);
+    policy_unref(&p);
+}
+END_TEST
+
 START_TEST(test_policy_refcount)
 {
     struct policy *p = parse_ok("{'version':1}"), *q = policy_ref(p);
@@ -779,6 +839,8 @@ Suite *suite_policy(void)
     tcase_add_loop_test(tc, test_policy_mode, 0, (int)(sizeof(mode_cases) / sizeof(mode_cases[0])));
     tcase_add_test(tc, test_policy_messages);
     tcase_add_test(tc, test_policy_names);
+    tcase_add_loop_test(tc, test_policy_v4_forms, 0,
+                        (int)(sizeof(v4_form_cases) / sizeof(v4_form_cases[0])));
     tcase_add_test(tc, test_policy_refcount);
     tcase_add_test(tc, test_policy_example_files);
     suite_add_tcase(s, tc);

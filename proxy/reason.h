@@ -18,6 +18,12 @@
 #define VG_PS_INCOMPLETE         "http_response_incomplete"
 #define VG_PS_TERMINATED         "connection_terminated"
 #define VG_PS_CONN_LIMIT         "connection_limit_reached"
+#define VG_PS_DNS_ERROR          "dns_error"
+#define VG_PS_IP_PROHIBITED      "destination_ip_prohibited"
+#define VG_PS_CONN_REFUSED       "connection_refused"
+#define VG_PS_TLS_CERT_ERROR     "tls_certificate_error"
+#define VG_PS_TLS_PROTOCOL_ERROR "tls_protocol_error"
+#define VG_PS_DEST_UNAVAILABLE   "destination_unavailable"
 
 /* Reason codes of request log lines and refusals. */
 #define VG_R_BLOCKED           "blocked"

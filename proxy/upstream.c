@@ -21,6 +21,7 @@
  * of idle connections in upstream_pool.c.
  */
 #include "proxy/upstream.h"
+#include "proxy/reason.h"
 #include "audit/log.h"
 #include "common/hostname.h"
 #include "proxy/addr.h"
@@ -657,13 +658,13 @@ static void log_tls_failure(struct upstream_req *r, SSL *ssl, struct bufferevent
     if (vr != X509_V_OK) {
         snprintf(detail, sizeof(detail), "certificate verify failed: %s",
                  X509_verify_cert_error_string(vr));
-        f.reason = "tls_certificate_error";
+        f.reason = VG_PS_TLS_CERT_ERROR;
     } else {
         if (e != 0)
             ERR_error_string_n(e, detail, sizeof(detail));
         else
             ssl_err_text(detail, sizeof(detail));
-        f.reason = "tls_protocol_error";
+        f.reason = VG_PS_TLS_PROTOCOL_ERROR;
     }
     ERR_clear_error();
     f.host = r->host;
@@ -859,7 +860,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
         finish(r, NULL, UPSTREAM_ERR_DNS);
         return;
     }
-    log_eventf(LOG_DEBUG, "upstream_tls_failed", "connection_timeout",
+    log_eventf(LOG_DEBUG, "upstream_tls_failed", VG_PS_CONNECTION_TIMEOUT,
                "TLS handshake with %s timed out", r->host);
     finish(r, NULL, UPSTREAM_ERR_TIMEOUT);
 }
@@ -984,21 +985,21 @@ const char *upstream_err_type(enum upstream_err e)
     case UPSTREAM_OK:
         return "ok";
     case UPSTREAM_ERR_DNS:
-        return "dns_error";
+        return VG_PS_DNS_ERROR;
     case UPSTREAM_ERR_PROHIBITED:
-        return "destination_ip_prohibited";
+        return VG_PS_IP_PROHIBITED;
     case UPSTREAM_ERR_CONNECT:
-        return "connection_refused";
+        return VG_PS_CONN_REFUSED;
     case UPSTREAM_ERR_TLS:
-        return "tls_certificate_error";
+        return VG_PS_TLS_CERT_ERROR;
     case UPSTREAM_ERR_TIMEOUT:
-        return "connection_timeout";
+        return VG_PS_CONNECTION_TIMEOUT;
     case UPSTREAM_ERR_PROXY:
-        return "destination_unavailable";
+        return VG_PS_DEST_UNAVAILABLE;
     case UPSTREAM_ERR_INTERNAL:
-        return "proxy_internal_error";
+        return VG_PS_INTERNAL_ERROR;
     }
-    return "proxy_internal_error";
+    return VG_PS_INTERNAL_ERROR;
 }
 
 int upstream_err_status(enum upstream_err e)

@@ -11,6 +11,7 @@
  * or any interface's at the moment of the check (localaddr.h), whatever port is dialled.
  */
 #include "proxy/upstream.h"
+#include "proxy/reason.h"
 #include "audit/log.h"
 #include "proxy/localaddr.h"
 #include "proxy/upstream_int.h"
@@ -326,7 +327,7 @@ static void log_prohibited(const char *host, const union upstream_sa *a, const c
         inet_ntop(AF_INET6, &a->sin6.sin6_addr, ip, sizeof(ip));
     snprintf(detail, sizeof(detail), "%s %s", ip, why);
     f.host = host;
-    f.reason = "destination_ip_prohibited";
+    f.reason = VG_PS_IP_PROHIBITED;
     f.detail = detail;
     log_event(LOG_DEBUG, "upstream_address_skipped", &f);
 }

@@ -9,6 +9,7 @@
  * when the last connection has left; an abort closes every connection at once.
  */
 #include "proxy/worker.h"
+#include "proxy/reason.h"
 #include "audit/log.h"
 #include "common/caps.h"
 #include "proxy/h1conn.h"
@@ -147,7 +148,7 @@ static void limit_note(struct worker *w, int active)
     if ((int64_t)now.tv_sec == w->limit_logged)
         return;
     w->limit_logged = (int64_t)now.tv_sec;
-    log_eventf(LOG_WARN, "conn_limit", "connection_limit_reached",
+    log_eventf(LOG_WARN, "conn_limit", VG_PS_CONN_LIMIT,
                "%d connections open, limit %d: %llu refused", active, w->sh->max_conns,
                (unsigned long long)w->limit_refused);
     w->limit_refused = 0;

@@ -79,7 +79,7 @@ static int dg_done(void *arg)
     return d->pause ? 1 : 0;
 }
 
-static const struct http1_callbacks dg_cb = {dg_head, dg_body, dg_done};
+static const struct http1_callbacks dg_cb = {dg_head, dg_body, dg_done, NULL};
 
 /* Feeds data in the given pieces; returns the final digest with the outcome mixed in. */
 static uint64_t digest_run(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts,
@@ -189,7 +189,7 @@ static int rp_done(void *arg)
     return 0;
 }
 
-static const struct http1_callbacks rp_cb = {rp_head, rp_body, rp_done};
+static const struct http1_callbacks rp_cb = {rp_head, rp_body, rp_done, NULL};
 
 /* Invariant 1: out holds exactly one request equal to want, with body want_body. */
 static void check_complete(struct evbuffer *out, const struct http1_msg *want,
@@ -279,7 +279,7 @@ static int fw_done(void *arg)
     return 0;
 }
 
-static const struct http1_callbacks fw_cb = {fw_head, fw_body, fw_done};
+static const struct http1_callbacks fw_cb = {fw_head, fw_body, fw_done, NULL};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -4,19 +4,21 @@
  * The first input byte picks the method of the request being answered (GET, HEAD, POST,
  * CONNECT) and a cut where the rest is split in two reads. Invariants, abort() when one
  * breaks: no crash or sanitizer report; the body bytes delivered never exceed the input; no
- * callback after an error or after the parser stopped; on_done never comes without a final head.
+ * callback after an error or after the parser stopped; on_done never comes without a final head;
+ * trailers come at most once per message, inside its body, and can be written out again.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/caps.h"
 #include "proxy/http1.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 struct seen {
     size_t body;
-    int final_heads, dones;
+    int final_heads, dones, trailers;
     bool in_body;
     bool stopped;
 };
@@ -51,11 +53,27 @@ static int on_done(void *arg)
     if (s->stopped || !s->in_body)
         abort();
     s->in_body = false;
+    s->trailers = 0;
     s->dones++;
     return 0;
 }
 
-static const struct http1_callbacks cb = {on_head, on_body, on_done};
+/* Trailers: inside a body, once at most, fields that could be serialised again. */
+static int on_trailers(void *arg, struct http_head *t)
+{
+    struct seen *s = arg;
+    struct evbuffer *out = evbuffer_new();
+
+    if (s->stopped || !s->in_body || s->trailers++ > 0 || t->nfields == 0 ||
+        t->nfields > VG_HEAD_MAX_FIELDS)
+        abort();
+    if (out == NULL || http1_write_last_chunk_trailers(out, t) < 0)
+        abort(); /* the parser let through a field the writer refuses */
+    evbuffer_free(out);
+    return 0;
+}
+
+static const struct http1_callbacks cb = {on_head, on_body, on_done, on_trailers};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

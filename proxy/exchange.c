@@ -463,7 +463,7 @@ static void exch_answer_probe(struct exchange *x)
     rc = httphead_set_status_line(&h, 1, 204, "No Content", 10) < 0 ||
                  httphead_add(&h, "Proxy-Status", 12, ps, (size_t)n) < 0 ||
                  httphead_add(&h, "Cache-Control", 13, "no-store", 8) < 0 ||
-                 x->ops->head(x->t, &h, EXCH_BODY_NONE, 0, true) < 0 || x->ops->end(x->t) < 0
+                 x->ops->head(x->t, &h, EXCH_BODY_NONE, 0, true) < 0 || x->ops->end(x->t, NULL) < 0
              ? -1
              : 0;
     httphead_reset(&h);

@@ -89,8 +89,10 @@ struct exchange_ops {
     int (*head)(void *t, struct http_head *h, enum exch_body body, uint64_t len, bool close);
     /* Response body bytes: the transport takes all of buf. 0 or -1. */
     int (*body)(void *t, struct evbuffer *buf);
-    /* The response body is complete. 0 or -1. */
-    int (*end)(void *t);
+    /* The response body is complete; trailers (masked, filtered by http1_trailers_filter) when
+     * the upstream sent any, else NULL. The transport relays them when its framing can carry
+     * them. 0 or -1. */
+    int (*end)(void *t, struct http_head *trailers);
     /* An answer of vaultgate's own (SPEC §4 Proxy-Status), instead of any response; the
      * connection closes after it. host may be NULL. 0 or -1. */
     int (*error)(void *t, int status, const char *type, const char *details, const char *host);

@@ -54,6 +54,7 @@ struct exchange {
     struct bevio up;
     struct http1_parser *parser; /* response parser (from the connection's cache) */
     struct http1_msg *resp;
+    struct http_head *trailers; /* the response's, when it had any (the parser's) */
     bool up_tls;
     int up_port;
     bool route_tunnel;

@@ -33,7 +33,9 @@
 static int resp_on_head(void *arg, struct http1_msg *msg);
 static int resp_on_body(void *arg, const char *data, size_t len);
 static int resp_on_done(void *arg);
-static const struct http1_callbacks resp_callbacks = {resp_on_head, resp_on_body, resp_on_done};
+static int resp_on_trailers(void *arg, struct http_head *t);
+static const struct http1_callbacks resp_callbacks = {resp_on_head, resp_on_body, resp_on_done,
+                                                      resp_on_trailers};
 
 /* ---- masking state ---------------------------------------------------------------------- */
 
@@ -312,10 +314,22 @@ static int exch_body_end(struct exchange *x)
             return -1;
         x->mask_clean = true;
     }
-    if (!x->ws_switch && x->ops->end(x->t) < 0)
+    if (!x->ws_switch && x->ops->end(x->t, x->trailers) < 0)
         return -1;
     x->zdone = false;
     x->resp_done = true;
+    return 0;
+}
+
+/* Trailers of a chunked response: masked like a head, kept for the end of the body. */
+static int resp_on_trailers(void *arg, struct http_head *t)
+{
+    struct exchange *x = arg;
+
+    if (x->masking)
+        mask_head(x->mask, t);
+    http1_trailers_filter(t);
+    x->trailers = t->nfields > 0 ? t : NULL;
     return 0;
 }
 

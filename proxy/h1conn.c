@@ -307,11 +307,12 @@ static int h1_resp_body(void *t, struct evbuffer *buf)
     return evbuffer_add_buffer(c->io.stage, buf);
 }
 
-static int h1_resp_end(void *t)
+/* The end of a response; trailers go with the last chunk (other framings cannot carry them). */
+static int h1_resp_end(void *t, struct http_head *trailers)
 {
     struct h1conn *c = t;
 
-    if (c->framing == H1_FR_CHUNKED && http1_write_last_chunk(c->io.stage) < 0)
+    if (c->framing == H1_FR_CHUNKED && http1_write_last_chunk_trailers(c->io.stage, trailers) < 0)
         return -1;
     return 0;
 }
@@ -476,7 +477,7 @@ static int req_on_done(void *arg)
     return exchange_body_end(c->x) < 0 ? -1 : 1;
 }
 
-static const struct http1_callbacks req_callbacks = {req_on_head, req_on_body, req_on_done};
+static const struct http1_callbacks req_callbacks = {req_on_head, req_on_body, req_on_done, NULL};
 
 /* A request head arrived: its exchange takes it from here. */
 static void h1_request(struct h1conn *c)

@@ -662,6 +662,7 @@ static int head_complete(struct http1_parser *p, const char *h, size_t n)
         p->ndigits = 0;
         p->tr_bytes = 0;
         p->tr_fields = 0;
+        p->tlen = 0;
         break;
     case HTTP1_BODY_EOF:
         p->state = ST_BODY_EOF;
@@ -690,7 +691,19 @@ struct http1_parser *http1_parser_new(enum http1_kind kind, const struct http1_c
         p->cb = *cb;
     p->arg = arg;
     httphead_init(&p->msg.head);
+    httphead_init(&p->trailers);
     return p;
+}
+
+/* Frees (and wipes) the kept trailer section and its fields. */
+static void http1_trailers_release(struct http1_parser *p)
+{
+    httphead_reset(&p->trailers);
+    if (p->tbuf != NULL)
+        explicit_bzero(p->tbuf, p->tcap);
+    free(p->tbuf);
+    p->tbuf = NULL;
+    p->tlen = p->tcap = 0;
 }
 
 void http1_parser_free(struct http1_parser **pp)
@@ -701,6 +714,7 @@ void http1_parser_free(struct http1_parser **pp)
         return;
     p = *pp;
     httphead_reset(&p->msg.head);
+    http1_trailers_release(p);
     if (p->buf != NULL)
         explicit_bzero(p->buf, p->bcap);
     free(p->buf);
@@ -711,6 +725,7 @@ void http1_parser_free(struct http1_parser **pp)
 void http1_parser_reset(struct http1_parser *p)
 {
     httphead_reset(&p->msg.head);
+    http1_trailers_release(p);
     if (p->buf != NULL)
         explicit_bzero(p->buf, p->bcap);
     free(p->buf);

@@ -56,6 +56,9 @@ struct http1_callbacks {
     int (*on_head)(void *arg, struct http1_msg *msg);
     int (*on_body)(void *arg, const char *data, size_t len); /* de-framed body bytes */
     int (*on_done)(void *arg);                               /* message complete */
+    /* The trailer fields of a chunked body, when it had any, right before on_done (valid until
+     * the next message or a reset). NULL: trailers are checked and dropped. */
+    int (*on_trailers)(void *arg, struct http_head *trailers);
 };
 
 struct http1_parser;
@@ -134,6 +137,17 @@ int http1_write_chunk(struct evbuffer *out, const char *data, size_t len);
 /* The "<hex size>\r\n" line of a chunk of len bytes whose data the caller adds (nothing for 0). */
 int http1_write_chunk_header(struct evbuffer *out, size_t len);
 int http1_write_last_chunk(struct evbuffer *out);
+
+/* The last chunk with trailer fields (or without, when t is NULL or empty): fields as in
+ * http1_write_response_head, after http1_trailers_filter. 0 or -1 (nothing written). */
+int http1_write_last_chunk_trailers(struct evbuffer *out, struct http_head *t);
+
+/*
+ * Removes from a trailer section every field a sender must not put there or a recipient must
+ * not act on (RFC 9110 §6.5.1, RFC 9113 §8.1): framing, routing, connection-specific fields,
+ * authentication, request modifiers, content metadata. What is left is safe to relay.
+ */
+void http1_trailers_filter(struct http_head *t);
 
 /*
  * A response vaultgate itself produces (SPEC §4): status line, Proxy-Status with the RFC 9209

@@ -2,7 +2,8 @@
  * http1_body.c - de-framing of HTTP/1.x bodies for the parser of http1.c: a Content-Length
  * counter, close-delimited bodies, and a chunked decoder that accepts exactly RFC 9112's
  * grammar (chunk extensions capped at VG_CHUNK_EXT_MAX per line, trailers checked against the
- * head caps and dropped). Body bytes go to on_body as they arrive; nothing is buffered.
+ * head caps, then handed to on_trailers or dropped). Body bytes go to on_body as they arrive;
+ * nothing is buffered but a trailer section for on_trailers.
  */
 #include "proxy/http1.h"
 #include "proxy/http1_int.h"
@@ -134,10 +135,58 @@ static int ext_step(struct http1_parser *p, unsigned char c)
 }
 
 /* Trailer section: field lines checked like head lines, then dropped. */
+/* Keeps one byte of the trailer section for on_trailers. 0 or -1. */
+static int trailer_keep(struct http1_parser *p, unsigned char c)
+{
+    if (p->tlen == p->tcap) {
+        uint32_t cap = p->tcap == 0 ? 256 : p->tcap * 2;
+        char *nb = malloc(cap);
+
+        if (nb == NULL)
+            return -1;
+        if (p->tbuf != NULL) {
+            memcpy(nb, p->tbuf, p->tlen);
+            explicit_bzero(p->tbuf, p->tcap);
+            free(p->tbuf);
+        }
+        p->tbuf = nb;
+        p->tcap = cap;
+    }
+    p->tbuf[p->tlen++] = (char)c;
+    return 0;
+}
+
+/* The kept trailer section (validated byte by byte) as fields of p->trailers. 0 or -1. */
+static int trailer_fields(struct http1_parser *p)
+{
+    const char *s = p->tbuf, *end = p->tbuf + p->tlen;
+
+    httphead_reset(&p->trailers);
+    while (s < end) {
+        const char *eol = memchr(s, '\r', (size_t)(end - s)), *colon, *v, *ve;
+
+        if (eol == NULL || eol == s)
+            break;
+        colon = memchr(s, ':', (size_t)(eol - s));
+        if (colon == NULL)
+            return -1;
+        for (v = colon + 1; v < eol && (*v == ' ' || *v == '\t'); v++)
+            ;
+        for (ve = eol; ve > v && (ve[-1] == ' ' || ve[-1] == '\t'); ve--)
+            ;
+        if (httphead_add(&p->trailers, s, (size_t)(colon - s), v, (size_t)(ve - v)) < 0)
+            return -1;
+        s = eol + 2;
+    }
+    return 0;
+}
+
 static int trailer_step(struct http1_parser *p, unsigned char c)
 {
     if (++p->tr_bytes > VG_HEAD_MAX_BYTES)
         return http1_fail(p, 431, "trailer section too large");
+    if (p->cb.on_trailers != NULL && trailer_keep(p, c) < 0)
+        return http1_fail(p, 500, "out of memory");
     switch (p->state) {
     case ST_TRAILER_START:
         if (c == '\r') {
@@ -252,6 +301,11 @@ int http1_feed_chunked(struct http1_parser *p, const char *data, size_t len, siz
         }
         if (chunk_line_step(p, (unsigned char)data[(*pos)++]) < 0)
             return STEP_ERR;
+        if (p->state == ST_DONE_PENDING && p->tr_fields > 0 && p->cb.on_trailers != NULL) {
+            if (trailer_fields(p) < 0)
+                return http1_fail(p, 500, "out of memory");
+            return http1_cb_result(p, p->cb.on_trailers(p->arg, &p->trailers));
+        }
         if (p->state == ST_DONE_PENDING || p->state == ST_CHUNK_DATA)
             return STEP_CONT;
     }

@@ -86,6 +86,9 @@ struct http1_parser {
     uint32_t ext_len;
     enum ext_state ext;
     uint32_t tr_bytes, tr_fields;
+    char *tbuf; /* the raw trailer section, kept only when on_trailers is set */
+    uint32_t tlen, tcap;
+    struct http_head trailers;
     bool in_msg;
     bool interim;  /* responses: a 1xx was seen, the final response is still due */
     bool req_head; /* responses: answering HEAD */

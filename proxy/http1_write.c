@@ -436,6 +436,72 @@ int http1_write_last_chunk(struct evbuffer *out)
     return evbuffer_add(out, "0\r\n\r\n", 5);
 }
 
+/* Fields no trailer section may carry onwards (RFC 9110 §6.5.1; RFC 9113 §8.2.2). */
+static const char *const trailer_refused[] = {
+    "content-length",
+    "transfer-encoding",
+    "host",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "authorization",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "www-authenticate",
+    "set-cookie",
+    "cookie",
+    "content-encoding",
+    "content-type",
+    "content-range",
+    "range",
+    "if-range",
+    "if-match",
+    "if-none-match",
+    "if-modified-since",
+    "if-unmodified-since",
+    "expect",
+    "max-forwards",
+    "cache-control",
+    "expires",
+    "age",
+    "date",
+    "location",
+    "retry-after",
+    "vary",
+    "warning",
+};
+
+void http1_trailers_filter(struct http_head *t)
+{
+    for (size_t i = 0; i < sizeof(trailer_refused) / sizeof(trailer_refused[0]); i++)
+        httphead_remove(t, trailer_refused[i]);
+}
+
+int http1_write_last_chunk_trailers(struct evbuffer *out, struct http_head *t)
+{
+    struct evbuffer_iovec v;
+    bool bad = false;
+    size_t n;
+    char *w;
+
+    if (t == NULL || t->nfields == 0)
+        return http1_write_last_chunk(out);
+    http1_trailers_filter(t);
+    n = fields_size(t, false, &bad);
+    if (bad)
+        return -1;
+    w = reserve(out, 5 + n, &v);
+    if (w == NULL)
+        return -1;
+    w = put(w, "0\r\n", 3);
+    w = put_fields(w, t, false);
+    w = put(w, "\r\n", 2);
+    return commit_space(out, &v, w);
+}
+
 /* RFC 9209 error types are sf-tokens; ours are lower-case names like http_request_denied. */
 static bool error_type_ok(const char *s)
 {

@@ -158,7 +158,7 @@ static int f_body(void *t, struct evbuffer *buf)
     return evbuffer_add_buffer(f->out, buf);
 }
 
-static int f_end(void *t)
+static int f_end(void *t, struct http_head *trailers)
 {
     ((struct fake *)t)->ended = true;
     return 0;
@@ -306,7 +306,7 @@ static int on_head(void *arg, struct http1_msg *msg)
     return 1;
 }
 
-static const struct http1_callbacks req_cb = {on_head, NULL, NULL};
+static const struct http1_callbacks req_cb = {on_head, NULL, NULL, NULL};
 
 /* A request head parsed by the product's parser (the message lives in *pp). */
 static struct http1_msg *parse(struct http1_parser **pp, const char *raw)

@@ -96,7 +96,7 @@ static int rec_done(void *arg)
     return 0;
 }
 
-static const struct http1_callbacks rec_cb = {rec_head, rec_body, rec_done};
+static const struct http1_callbacks rec_cb = {rec_head, rec_body, rec_done, NULL};
 
 /*
  * Feeds in pieces of `step` bytes (0: all at once), each from a guard copy, resuming at once
@@ -627,7 +627,7 @@ static int abort_head(void *arg, struct http1_msg *m)
 START_TEST(test_callback_abort_and_sticky_error)
 {
     static const char in[] = "GET / HTTP/1.1\r\nHost: a.example\r\n\r\n";
-    struct http1_callbacks cb = {abort_head, NULL, NULL};
+    struct http1_callbacks cb = {abort_head, NULL, NULL, NULL};
     struct http1_parser *p = http1_parser_new(HTTP1_REQUEST, &cb, NULL);
     const char *why = NULL;
 
@@ -1054,6 +1054,71 @@ START_TEST(test_split_authority)
 }
 END_TEST
 
+/* Trailers: handed to on_trailers (fields, whitespace trimmed) before on_done, whatever the
+ * reads; filtered and written again after the last chunk. Without the callback, dropped. */
+static int tr_fields_seen;
+static char tr_text[512];
+
+static int tr_cb(void *arg, struct http_head *t)
+{
+    size_t n = 0;
+
+    tr_fields_seen += (int)t->nfields;
+    for (size_t i = 0; i < t->nfields && n < sizeof(tr_text) - 64; i++)
+        n += (size_t)snprintf(tr_text + n, sizeof(tr_text) - n, "%s=%s;", t->fields[i].name,
+                              t->fields[i].value);
+    return 0;
+}
+
+START_TEST(test_response_trailers)
+{
+    static const char in[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                             "3\r\nabc\r\n0\r\nX-A:  one \r\nContent-Length: 7\r\n"
+                             "grpc-status: 0\r\n\r\n";
+    struct http1_callbacks cb = {NULL, NULL, NULL, tr_cb};
+    size_t len = sizeof(in) - 1;
+
+    for (size_t cut = 0; cut <= len; cut++) {
+        struct http1_parser *p = http1_parser_new(HTTP1_RESPONSE, &cb, NULL);
+        char *g = guard_copy(in, len);
+        ssize_t a, b;
+
+        tr_fields_seen = 0;
+        tr_text[0] = '\0';
+        a = http1_feed(p, g, cut);
+        ck_assert_int_ge(a, 0);
+        b = http1_feed(p, g + a, len - (size_t)a);
+        ck_assert_int_ge(b, 0);
+        while ((size_t)(a + b) < len && b >= 0) {
+            ssize_t c = http1_feed(p, g + a + b, len - (size_t)(a + b));
+
+            ck_assert_int_ge(c, 0);
+            b += c;
+            if (c == 0)
+                break;
+        }
+        ck_assert_msg(tr_fields_seen == 3, "cut %zu: %d fields", cut, tr_fields_seen);
+        ck_assert_str_eq(tr_text, "X-A=one;Content-Length=7;grpc-status=0;");
+        guard_free(g, len);
+        http1_parser_free(&p);
+    }
+    {
+        struct http_head t;
+        struct evbuffer *out = evbuffer_new();
+
+        httphead_init(&t);
+        httphead_add(&t, "X-A", 3, "one", 3);
+        httphead_add(&t, "Content-Length", 14, "7", 1);
+        httphead_add(&t, "Host", 4, "x", 1);
+        ck_assert_int_eq(http1_write_last_chunk_trailers(out, &t), 0);
+        ck_assert_uint_eq(evbuffer_get_length(out), 15);
+        ck_assert_int_eq(memcmp(evbuffer_pullup(out, -1), "0\r\nX-A: one\r\n\r\n", 15), 0);
+        httphead_reset(&t);
+        evbuffer_free(out);
+    }
+}
+END_TEST
+
 Suite *suite_http1(void);
 
 Suite *suite_http1(void)
@@ -1072,6 +1137,7 @@ Suite *suite_http1(void)
     tc = tcase_create("response");
     tcase_add_loop_test(tc, test_response, 0, sizeof(responses) / sizeof(responses[0]));
     tcase_add_test(tc, test_response_method_reset);
+    tcase_add_test(tc, test_response_trailers);
     suite_add_tcase(s, tc);
     tc = tcase_create("write");
     tcase_add_test(tc, test_write_request_head);

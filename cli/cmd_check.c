@@ -7,7 +7,7 @@
  * every vault string they echo has passed the redactor (a credential pasted into the wrong
  * field is masked, the JSON path still named).
  */
-#include "proxy/cli.h"
+#include "cli/cli.h"
 #include "common/hostname.h"
 #include "policy/policy.h"
 

@@ -7,7 +7,7 @@
  * Node's own store, so it names the root alone. The root file is checked to hold exactly one
  * self-signed CA certificate and nothing else (no key material ever goes into a bundle).
  */
-#include "proxy/cli.h"
+#include "cli/cli.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -5,7 +5,7 @@
  * value, a stray argument) has passed the redactor, so a credential typed into the wrong place
  * is not printed back.
  */
-#include "proxy/cli.h"
+#include "cli/cli.h"
 #include "common/redact.h"
 
 #include <stdarg.h>

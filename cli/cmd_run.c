@@ -6,7 +6,7 @@
  * audit store (exit 4) all exist before the first worker accepts a connection; a command-line
  * error prints one line naming the option and exits 2; no listener is in the listening state
  * before the last of them succeeded. The process is not dumpable (also after --user) and writes
- * no core. Signals are taken by the main thread alone (proxy/signals.h has the table):
+ * no core. Signals are taken by the main thread alone (cli/signals.h has the table):
  * SIGTERM, SIGINT, SIGQUIT (and SIGXCPU, SIGPWR) stop accepting, let requests in flight finish
  * for at most VG_STOP_GRACE_SECONDS, flush the audit store and exit 0; SIGUSR1, SIGUSR2 and the
  * other signals that would end the process by default are logged and change nothing; SIGPIPE is
@@ -22,11 +22,11 @@
 #include "common/timefmt.h"
 #include "policy/policy.h"
 #include "proxy/admin.h"
-#include "proxy/cli.h"
+#include "cli/cli.h"
 #include "proxy/listen.h"
 #include "proxy/worker.h"
 #include "proxy/metrics.h"
-#include "proxy/signals.h"
+#include "cli/signals.h"
 #include "proxy/upstream.h"
 
 #include <errno.h>

@@ -10,7 +10,7 @@
  * redirect takes the connection to vaultgate, and nothing answers on port 22. Otherwise a
  * one-line reason and exit 1. This is a short-lived client: blocking I/O with poll() timeouts.
  */
-#include "proxy/cli.h"
+#include "cli/cli.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

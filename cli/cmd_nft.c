@@ -13,7 +13,7 @@
  * ports numeric, interface names from a fixed charset): nothing from the command line is pasted
  * into it unchecked.
  */
-#include "proxy/cli.h"
+#include "cli/cli.h"
 #include "policy/policy.h"
 
 #include <arpa/inet.h>

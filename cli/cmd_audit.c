@@ -7,7 +7,7 @@
  * row cannot drive the terminal.
  */
 #include "audit/audit.h"
-#include "proxy/cli.h"
+#include "cli/cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -47,31 +47,25 @@
 #include <openssl/rand.h>
 
 #define RUN_CMD          "run"
-#define RUN_MAX_REPEAT   64 /* values of one repeatable option */
 #define RUN_MAX_WARNINGS 64
 #define RUN_PATH_MAX     4096
 
-struct run_list {
-    const char *v[RUN_MAX_REPEAT];
-    size_t n;
-};
-
 struct run_opts {
     const char *vault;
-    struct run_list https, http, proxy, resolve, dns, allow_private;
+    struct cli_list https, http, proxy, resolve, dns, allow_private;
     const char *admin;
     const char *ca_out;
     const char *state_dir;
     bool admin_allow_remote;
     const char *audit;
-    enum audit_source audit_source;
+    int audit_source; /* enum audit_source */
     const char *upstream_ca;
     const char *upstream_proxy;
     int threads;
     const char *user;
     double vault_wait;
     int max_conns; /* 0: from RLIMIT_NOFILE */
-    enum log_level log_level;
+    int log_level; /* enum log_level */
     bool http_none;
 };
 
@@ -129,171 +123,69 @@ static void usage(FILE *out)
                  "  --log-level LEVEL      error, warn, info, debug (info)\n");
 }
 
-/* ---- option parsing --------------------------------------------------------------------- */
+/* ---- options ---------------------------------------------------------------------------- */
 
-static int list_add(struct run_list *l, const char *opt, const char *v)
+/* `none` disables the plain-HTTP listener (with an address too, a usage error later). */
+static int set_listen_http(void *arg, const char *v)
 {
-    if (l->n >= RUN_MAX_REPEAT)
-        return cli_usage_error(RUN_CMD, "%s: more than %d values", opt, RUN_MAX_REPEAT);
-    l->v[l->n++] = v;
-    return 0;
-}
+    struct run_opts *o = arg;
 
-static int set_once(const char **slot, const char *opt, const char *v)
-{
-    if (*slot != NULL)
-        return cli_usage_error(RUN_CMD, "%s given more than once", opt);
-    if (v[0] == '\0')
-        return cli_usage_error(RUN_CMD, "%s: empty value", opt);
-    *slot = v;
-    return 0;
-}
-
-static int parse_number(const char *opt, const char *v, double lo, double hi, double *out)
-{
-    char *end = NULL;
-    double d;
-
-    errno = 0;
-    d = strtod(v, &end);
-    if (v[0] == '\0' || *end != '\0' || errno != 0 || !(d >= lo && d <= hi))
-        return cli_usage_error(RUN_CMD, "%s: expected a number from %g to %g, got '%s'", opt, lo,
-                               hi, v);
-    *out = d;
-    return 0;
-}
-
-/* Applies one option with its value (NULL for flags). 0 or EXIT_USAGE. */
-static int apply_opt(struct run_opts *o, const char *name, const char *v, bool *seen_threads,
-                     bool *seen_wait, bool *seen_level, bool *seen_source)
-{
-    double d;
-
-    if (strcmp(name, "--max-connections") == 0) {
-        if (o->max_conns != 0)
-            return cli_usage_error(RUN_CMD, "%s given more than once", name);
-        if (parse_number(name, v, 1, VG_CONN_MAX_LIMIT, &d) != 0)
-            return EXIT_USAGE;
-        if (d != (double)(int)d)
-            return cli_usage_error(RUN_CMD, "%s: expected an integer, got '%s'", name, v);
-        o->max_conns = (int)d;
+    if (strcmp(v, "none") == 0) {
+        o->http_none = true;
         return 0;
     }
-    if (strcmp(name, "--vault") == 0)
-        return set_once(&o->vault, name, v);
-    if (strcmp(name, "--listen-https") == 0)
-        return list_add(&o->https, name, v);
-    if (strcmp(name, "--listen-http") == 0) {
-        if (strcmp(v, "none") == 0) {
-            o->http_none = true;
-            return 0;
-        }
-        return list_add(&o->http, name, v);
-    }
-    if (strcmp(name, "--listen-proxy") == 0)
-        return strcmp(v, "none") == 0 ? 0 : list_add(&o->proxy, name, v);
-    if (strcmp(name, "--admin") == 0)
-        return set_once(&o->admin, name, v);
-    if (strcmp(name, "--ca-out") == 0)
-        return set_once(&o->ca_out, name, v);
-    if (strcmp(name, "--state-dir") == 0)
-        return set_once(&o->state_dir, name, v);
-    if (strcmp(name, "--audit") == 0)
-        return set_once(&o->audit, name, v);
-    if (strcmp(name, "--audit-source") == 0) {
-        if (*seen_source)
-            return cli_usage_error(RUN_CMD, "%s given more than once", name);
-        *seen_source = true;
-        if (strcmp(v, "proxy") == 0)
-            o->audit_source = AUDIT_SOURCE_PROXY;
-        else if (strcmp(v, "local-egress") == 0)
-            o->audit_source = AUDIT_SOURCE_LOCAL_EGRESS;
-        else
-            return cli_usage_error(RUN_CMD, "%s: expected proxy or local-egress, got '%s'", name,
-                                   v);
-        return 0;
-    }
-    if (strcmp(name, "--resolve") == 0)
-        return list_add(&o->resolve, name, v);
-    if (strcmp(name, "--dns-server") == 0)
-        return list_add(&o->dns, name, v);
-    if (strcmp(name, "--allow-private") == 0)
-        return list_add(&o->allow_private, name, v);
-    if (strcmp(name, "--upstream-ca") == 0)
-        return set_once(&o->upstream_ca, name, v);
-    if (strcmp(name, "--upstream-proxy") == 0)
-        return set_once(&o->upstream_proxy, name, v);
-    if (strcmp(name, "--user") == 0)
-        return set_once(&o->user, name, v);
-    if (strcmp(name, "--threads") == 0) {
-        if (*seen_threads)
-            return cli_usage_error(RUN_CMD, "%s given more than once", name);
-        *seen_threads = true;
-        if (parse_number(name, v, 1, VG_WORKERS_MAX, &d) != 0)
-            return EXIT_USAGE;
-        if (d != (double)(int)d)
-            return cli_usage_error(RUN_CMD, "%s: expected an integer, got '%s'", name, v);
-        o->threads = (int)d;
-        return 0;
-    }
-    if (strcmp(name, "--vault-wait") == 0) {
-        if (*seen_wait)
-            return cli_usage_error(RUN_CMD, "%s given more than once", name);
-        *seen_wait = true;
-        return parse_number(name, v, 0, 86400, &o->vault_wait);
-    }
-    if (strcmp(name, "--log-level") == 0) {
-        if (*seen_level)
-            return cli_usage_error(RUN_CMD, "%s given more than once", name);
-        *seen_level = true;
-        if (log_parse_level(v, &o->log_level) < 0)
-            return cli_usage_error(RUN_CMD, "%s: expected error, warn, info or debug, got '%s'",
-                                   name, v);
-        return 0;
-    }
-    return cli_usage_error(RUN_CMD, "unknown option '%s'", name);
+    return cli_list_add(RUN_CMD, "--listen-http", &o->http, v);
 }
+
+/* `none` is the default: no explicit proxy listener. */
+static int set_listen_proxy(void *arg, const char *v)
+{
+    struct run_opts *o = arg;
+
+    return strcmp(v, "none") == 0 ? 0 : cli_list_add(RUN_CMD, "--listen-proxy", &o->proxy, v);
+}
+
+#define RUN_OPT(field) offsetof(struct run_opts, field)
+
+/* In the order of audit_source and log_level. */
+static const char *const audit_sources[] = {"proxy", "local-egress", NULL};
+static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
+
+static const struct cli_opt run_table[] = {
+    {"--vault", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(vault)},
+    {"--listen-https", CLI_LIST, .off = RUN_OPT(https)},
+    {"--listen-http", CLI_SET, .set = set_listen_http},
+    {"--listen-proxy", CLI_SET, .set = set_listen_proxy},
+    {"--admin", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(admin)},
+    {"--admin-allow-remote", CLI_FLAG, .off = RUN_OPT(admin_allow_remote)},
+    {"--ca-out", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(ca_out)},
+    {"--state-dir", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(state_dir)},
+    {"--audit", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(audit)},
+    {"--audit-source", CLI_ENUM, .flags = CLI_ONCE, .off = RUN_OPT(audit_source),
+     .choices = audit_sources},
+    {"--resolve", CLI_LIST, .off = RUN_OPT(resolve)},
+    {"--dns-server", CLI_LIST, .off = RUN_OPT(dns)},
+    {"--allow-private", CLI_LIST, .off = RUN_OPT(allow_private)},
+    {"--upstream-ca", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(upstream_ca)},
+    {"--upstream-proxy", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(upstream_proxy)},
+    {"--user", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(user)},
+    {"--threads", CLI_INT, .flags = CLI_ONCE, .off = RUN_OPT(threads), .lo = 1,
+     .hi = VG_WORKERS_MAX},
+    {"--vault-wait", CLI_SECONDS, .flags = CLI_ONCE, .off = RUN_OPT(vault_wait), .lo = 0,
+     .hi = 86400},
+    {"--max-connections", CLI_INT, .flags = CLI_ONCE, .off = RUN_OPT(max_conns), .lo = 1,
+     .hi = VG_CONN_MAX_LIMIT},
+    {"--log-level", CLI_ENUM, .flags = CLI_ONCE, .off = RUN_OPT(log_level), .choices = log_levels},
+    {0},
+};
 
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
-    static const char *const with_value[] = {
-        "--vault",      "--listen-https", "--listen-http",    "--listen-proxy",    "--admin",
-        "--ca-out",     "--state-dir",    "--audit",          "--audit-source",    "--resolve",
-        "--dns-server", "--upstream-ca",  "--upstream-proxy", "--allow-private",   "--threads",
-        "--user",       "--vault-wait",   "--log-level",      "--max-connections",
-    };
-    bool seen_threads = false, seen_wait = false, seen_level = false, seen_source = false;
+    static const struct cli_spec spec = {RUN_CMD, run_table, NULL, NULL, NULL};
+    int rc;
 
-    for (int i = 1; i < argc; i++) {
-        char name[64];
-        const char *a = argv[i], *eq, *v = NULL;
-        bool takes = false;
-        int rc;
-
-        if (strncmp(a, "--", 2) != 0)
-            return cli_usage_error(RUN_CMD, "unexpected argument '%s'", a);
-        eq = strchr(a, '=');
-        snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
-        if (strcmp(name, "--admin-allow-remote") == 0) {
-            if (eq != NULL)
-                return cli_usage_error(RUN_CMD, "%s takes no value", name);
-            o->admin_allow_remote = true;
-            continue;
-        }
-        for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
-            takes = takes || strcmp(name, with_value[k]) == 0;
-        if (!takes)
-            return cli_usage_error(RUN_CMD, "unknown option '%s'", name);
-        if (eq != NULL)
-            v = eq + 1;
-        else if (i + 1 < argc)
-            v = argv[++i];
-        else
-            return cli_usage_error(RUN_CMD, "%s needs a value", name);
-        rc = apply_opt(o, name, v, &seen_threads, &seen_wait, &seen_level, &seen_source);
-        if (rc != 0)
-            return rc;
-    }
+    if (cli_parse(&spec, argc, argv, o, &rc) < 0)
+        return rc;
     if (o->vault == NULL)
         return cli_usage_error(RUN_CMD, "--vault is required");
     return 0;

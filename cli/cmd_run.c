@@ -10,9 +10,9 @@
  * SIGTERM, SIGINT, SIGQUIT (and SIGXCPU, SIGPWR) stop accepting, let requests in flight finish
  * for at most VG_STOP_GRACE_SECONDS, flush the audit store and exit 0; SIGUSR1, SIGUSR2 and the
  * other signals that would end the process by default are logged and change nothing; SIGPIPE is
- * ignored. SIGHUP reloads the vault on the main thread, off the workers' path: a valid vault is
- * swapped in atomically, an invalid one keeps the old policy; either way /v1/status says what
- * happened until the next reload.
+ * ignored. SIGHUP reloads the vault on the main thread, off the workers' path (cli/reload.h): a
+ * valid vault is swapped in atomically, an invalid one keeps the old policy; either way
+ * /v1/status says what happened until the next reload.
  */
 #include "audit/audit.h"
 #include "audit/log.h"
@@ -26,6 +26,7 @@
 #include "proxy/listen.h"
 #include "proxy/worker.h"
 #include "proxy/metrics.h"
+#include "cli/reload.h"
 #include "cli/signals.h"
 #include "proxy/upstream.h"
 
@@ -34,7 +35,6 @@
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,9 +46,8 @@
 
 #include <openssl/rand.h>
 
-#define RUN_CMD          "run"
-#define RUN_MAX_WARNINGS 64
-#define RUN_PATH_MAX     4096
+#define RUN_CMD      "run"
+#define RUN_PATH_MAX 4096
 
 struct run_opts {
     const char *vault;
@@ -85,11 +84,7 @@ struct run_state {
     bool metrics_up;
     struct admin *admin;
     struct worker *workers;
-    pthread_mutex_t warn_lock;
-    char *reload_warnings[RUN_MAX_WARNINGS];
-    size_t nreload_warnings;
-    char *static_warnings[RUN_MAX_WARNINGS];
-    size_t nstatic_warnings;
+    struct reload_warnings warnings;
 };
 
 static void usage(FILE *out)
@@ -310,10 +305,7 @@ static void run_status(void *arg, cJSON *obj)
         if (rs->sh.audit != NULL && as.enabled && !as.healthy)
             cJSON_AddItemToArray(arr, cJSON_CreateString("audit store unhealthy: counts are kept "
                                                          "in memory and retried"));
-        pthread_mutex_lock(&rs->warn_lock);
-        add_strings(arr, (const char *const *)rs->static_warnings, rs->nstatic_warnings);
-        add_strings(arr, (const char *const *)rs->reload_warnings, rs->nreload_warnings);
-        pthread_mutex_unlock(&rs->warn_lock);
+        reload_warnings_json(&rs->warnings, arr);
     }
     arr = cJSON_AddArrayToObject(obj, "notes");
     if (arr != NULL) {
@@ -347,37 +339,6 @@ static void run_metrics_extra(void *arg, void *extra)
     me->cert_cache_misses = st.misses;
 }
 
-static void warn_add(struct run_state *rs, bool reload, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void warn_add(struct run_state *rs, bool reload, const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    char **arr = reload ? rs->reload_warnings : rs->static_warnings;
-    size_t *n = reload ? &rs->nreload_warnings : &rs->nstatic_warnings;
-
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    pthread_mutex_lock(&rs->warn_lock);
-    if (*n < RUN_MAX_WARNINGS) {
-        arr[*n] = strdup(buf);
-        if (arr[*n] != NULL)
-            (*n)++;
-    }
-    pthread_mutex_unlock(&rs->warn_lock);
-}
-
-static void warn_clear_reload(struct run_state *rs)
-{
-    pthread_mutex_lock(&rs->warn_lock);
-    for (size_t i = 0; i < rs->nreload_warnings; i++)
-        free(rs->reload_warnings[i]);
-    rs->nreload_warnings = 0;
-    pthread_mutex_unlock(&rs->warn_lock);
-}
-
 /* ---- start-up steps --------------------------------------------------------------------- */
 
 static void harden(void)
@@ -401,20 +362,6 @@ static long nofile_limit(void)
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
         return 1L << 20;
     return (long)rl.rlim_cur;
-}
-
-/* A vault holds secrets: warn (status and log) when group or others may read it. */
-static void check_vault_mode(struct run_state *rs)
-{
-    struct stat st;
-
-    if (stat(rs->o->vault, &st) != 0 || (st.st_mode & (S_IRGRP | S_IROTH)) == 0)
-        return;
-    warn_add(rs, true, "the vault file is readable by group or others (mode %04o): make it 0600",
-             (unsigned)(st.st_mode & 07777));
-    log_eventf(LOG_WARN, "vault_mode", "vault_readable",
-               "the vault file is readable by group or others (mode %04o)",
-               (unsigned)(st.st_mode & 07777));
 }
 
 /* Loads the vault, retrying for up to wait seconds. NULL + err. */
@@ -526,41 +473,6 @@ static void own_sqlite(const char *url, const struct passwd *pw)
     }
 }
 
-/* ---- reload ----------------------------------------------------------------------------- */
-
-static void run_reload(struct run_state *rs)
-{
-    char err[512];
-    struct policy *p = policy_load(rs->o->vault, err, sizeof(err));
-    const struct policy_name *names;
-    const char *reason = NULL;
-    size_t n;
-    int outside = 0;
-
-    warn_clear_reload(rs);
-    check_vault_mode(rs);
-    if (p == NULL) {
-        warn_add(rs, true, "vault reload failed, the previous policy stays: %s", err);
-        log_eventf(LOG_WARN, "reload", "vault_invalid", "%s", err);
-        return;
-    }
-    if (policy_mode(p, &reason) != rs->sh.mode)
-        warn_add(rs, true, "relaunch required: the vault needs %s routing (%s)",
-                 policy_mode_name(policy_mode(p, NULL)), reason != NULL ? reason : "");
-    names = policy_names(p, &n);
-    for (size_t i = 0; i < n; i++) {
-        if (ca_constrained(rs->sh.ca) && !ca_permits(rs->sh.ca, names[i].name)) {
-            if (outside++ == 0)
-                warn_add(rs, true, "relaunch required: %s is outside the CA's name constraints",
-                         names[i].name);
-        }
-    }
-    worker_policy_swap(&rs->sh, p);
-    worker_refresh_all(rs->workers, rs->sh.nworkers);
-    log_eventf(LOG_INFO, "reload", "vault_loaded", "rules=%zu host_entries=%zu",
-               policy_rule_count(p), policy_host_entry_count(p));
-}
-
 /* ---- main ------------------------------------------------------------------------------- */
 
 static void log_start(struct run_state *rs)
@@ -613,7 +525,7 @@ static int wait_signals(struct run_state *rs, const sigset_t *set)
         signal_origin(&si, origin, sizeof(origin));
         switch (signals_action(sig)) {
         case SIGNALS_RELOAD:
-            run_reload(rs);
+            reload_vault(&rs->warnings, rs->o->vault, &rs->sh, rs->workers);
             break;
         case SIGNALS_IGNORE:
             log_eventf(LOG_INFO, "signal", "signal_ignored", "%s: ignored", origin);
@@ -687,7 +599,7 @@ static int run_setup_admin(struct run_state *rs, char *err, size_t errlen)
     else
         snprintf(rs->audit_url, sizeof(rs->audit_url), "%s", o->audit);
     if (strcmp(rs->audit_url, "off") == 0)
-        warn_add(rs, false, "audit is off: refusals are not recorded");
+        reload_warn(&rs->warnings, true, "audit is off: refusals are not recorded");
     ops.status = run_status;
     ops.ready = run_ready;
     ops.metrics_extra = run_metrics_extra;
@@ -716,7 +628,7 @@ static int run_setup(struct run_state *rs, char *err, size_t errlen)
     rs->sh.mode = policy_mode(rs->sh.policy, &reason);
     snprintf(rs->mode_reason, sizeof(rs->mode_reason), "%s", reason != NULL ? reason : "");
     snprintf(rs->run_id, sizeof(rs->run_id), "%s", policy_run_id(rs->sh.policy));
-    check_vault_mode(rs);
+    reload_check_vault_mode(&rs->warnings, o->vault);
     if (run_setup_ca(rs, pw, err, errlen) < 0 || run_setup_listeners(rs, err, errlen) < 0 ||
         run_setup_admin(rs, err, errlen) < 0)
         return EXIT_ENFORCE;
@@ -751,10 +663,7 @@ static void run_teardown(struct run_state *rs)
         metrics_shutdown();
     free(rs->pem);
     rs->pem = NULL;
-    warn_clear_reload(rs);
-    for (size_t i = 0; i < rs->nstatic_warnings; i++)
-        free(rs->static_warnings[i]);
-    rs->nstatic_warnings = 0;
+    reload_warnings_free(&rs->warnings);
 }
 
 int cmd_run(int argc, char **argv)
@@ -781,7 +690,7 @@ int cmd_run(int argc, char **argv)
     log_set_level(o.log_level);
     rs.o = &o;
     pthread_mutex_init(&rs.sh.policy_lock, NULL);
-    pthread_mutex_init(&rs.warn_lock, NULL);
+    reload_warnings_init(&rs.warnings);
     rs.sh.nworkers = o.threads;
     rs.sh.upcfg = &uc;
 

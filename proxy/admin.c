@@ -107,7 +107,7 @@ struct admin_conn {
     struct event *timer; /* head deadline, write deadline, or end of lingering */
     enum admin_conn_state state;
     uint64_t since;              /* ad->seq when the current state began */
-    const struct http1_msg *msg; /* from on_head until the request is answered */
+    const struct http1_msg *msg; /* from admin_conn_on_head until the request is answered */
     size_t head_bytes;           /* fed to the parser towards the current head */
     size_t lingered;             /* discarded while lingering */
     bool head_only;              /* answering HEAD: no body */
@@ -115,7 +115,7 @@ struct admin_conn {
     bool broken;                 /* the answer could not be queued: drop the connection */
 };
 
-static void listener_update(struct admin *ad);
+static void admin_listener_update(struct admin *ad);
 
 /* ---- address parsing ---- */
 
@@ -534,7 +534,7 @@ static void route(struct admin_conn *c, const struct http_head *h)
 /* ---- connections ---- */
 
 /* Accepts unless pausing after an accept error (at the cap, on_accept makes room). */
-static void listener_update(struct admin *ad)
+static void admin_listener_update(struct admin *ad)
 {
     if (ad->lev == NULL)
         return;
@@ -544,7 +544,7 @@ static void listener_update(struct admin *ad)
         evconnlistener_disable(ad->lev);
 }
 
-static void conn_free(struct admin_conn **cp)
+static void admin_conn_free(struct admin_conn **cp)
 {
     struct admin_conn *c = *cp;
     struct admin *ad;
@@ -566,38 +566,38 @@ static void conn_free(struct admin_conn **cp)
         event_free(c->timer);
     free(c);
     *cp = NULL;
-    listener_update(ad);
+    admin_listener_update(ad);
 }
 
-static void arm(struct admin_conn *c, int seconds)
+static void admin_conn_arm(struct admin_conn *c, int seconds)
 {
     struct timeval tv = {seconds, 0};
 
     evtimer_add(c->timer, &tv);
 }
 
-static void set_state(struct admin_conn *c, enum admin_conn_state state)
+static void admin_conn_set_state(struct admin_conn *c, enum admin_conn_state state)
 {
     c->state = state;
     c->since = ++c->ad->seq;
 }
 
 /* Ready for the next request head; the deadline for it starts now. */
-static void conn_await_head(struct admin_conn *c)
+static void admin_conn_await_head(struct admin_conn *c)
 {
-    set_state(c, AC_HEAD);
+    admin_conn_set_state(c, AC_HEAD);
     c->head_bytes = 0;
     c->head_only = false;
-    arm(c, ADMIN_IDLE_S);
+    admin_conn_arm(c, ADMIN_IDLE_S);
     bufferevent_enable(c->bev, EV_READ);
 }
 
 /* An answer is queued: nothing more is read until it has been written (one at a time). */
-static void conn_start_write(struct admin_conn *c)
+static void admin_conn_start_write(struct admin_conn *c)
 {
-    set_state(c, AC_WRITE);
+    admin_conn_set_state(c, AC_WRITE);
     bufferevent_disable(c->bev, EV_READ);
-    arm(c, ADMIN_WRITE_S);
+    admin_conn_arm(c, ADMIN_WRITE_S);
 }
 
 /*
@@ -605,20 +605,20 @@ static void conn_start_write(struct admin_conn *c)
  * sends, so that closing with unread input does not reset the connection before the client has
  * read the answer. Ends at EOF, after ADMIN_LINGER_S or ADMIN_LINGER_MAX bytes.
  */
-static void conn_linger(struct admin_conn *c)
+static void admin_conn_linger(struct admin_conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->bev);
 
-    set_state(c, AC_LINGER);
+    admin_conn_set_state(c, AC_LINGER);
     c->lingered = evbuffer_get_length(in);
     evbuffer_drain(in, c->lingered);
     shutdown(bufferevent_getfd(c->bev), SHUT_WR);
-    arm(c, ADMIN_LINGER_S);
+    admin_conn_arm(c, ADMIN_LINGER_S);
     bufferevent_enable(c->bev, EV_READ);
 }
 
 /* A request the parser refused: 405 for a method it does not allow or know, else its status. */
-static void answer_parse_error(struct admin_conn *c)
+static void admin_answer_parse_error(struct admin_conn *c)
 {
     int status = http1_error(c->parser, NULL);
 
@@ -633,12 +633,12 @@ static void answer_parse_error(struct admin_conn *c)
 }
 
 /*
- * A complete, valid head (paused in on_head). A foreign Host is 421 and closes, whatever the
- * method. Only GET and HEAD are served, and admin requests have no body: a method other than
+ * A complete, valid head (paused in admin_conn_on_head). A foreign Host is 421 and closes, whatever
+ * the method. Only GET and HEAD are served, and admin requests have no body: a method other than
  * GET/HEAD is 405 (with a body announced, it is not read and
  * the connection closes); GET/HEAD announcing a body is 400, and closes.
  */
-static void answer_request(struct admin_conn *c)
+static void admin_answer_request(struct admin_conn *c)
 {
     const struct http1_msg *m = c->msg;
     const char *method = m->head.method;
@@ -668,7 +668,7 @@ static void answer_request(struct admin_conn *c)
     }
 }
 
-static int on_head(void *arg, struct http1_msg *msg)
+static int admin_conn_on_head(void *arg, struct http1_msg *msg)
 {
     struct admin_conn *c = arg;
 
@@ -676,14 +676,14 @@ static int on_head(void *arg, struct http1_msg *msg)
     return 1; /* pause: answered before anything after the head is parsed */
 }
 
-static const struct http1_callbacks parser_cb = {.on_head = on_head};
+static const struct http1_callbacks parser_cb = {.on_head = admin_conn_on_head};
 
 /*
  * Feeds buffered input to the parser, at most up to VG_ADMIN_MAX_HEAD_BYTES for one head, and
  * answers when a head is complete, invalid or over the cap. Called from the top of a callback
  * only: it may free the connection.
  */
-static void conn_read_head(struct admin_conn *c)
+static void admin_conn_read_head(struct admin_conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->bev);
     size_t n = evbuffer_get_length(in), room = VG_ADMIN_MAX_HEAD_BYTES - c->head_bytes;
@@ -695,19 +695,19 @@ static void conn_read_head(struct admin_conn *c)
         const char *data = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
 
         if (data == NULL) {
-            conn_free(&c);
+            admin_conn_free(&c);
             return;
         }
         used = http1_feed(c->parser, data, n);
         if (used < 0) {
-            answer_parse_error(c);
+            admin_answer_parse_error(c);
             goto answered;
         }
         evbuffer_drain(in, (size_t)used);
         c->head_bytes += (size_t)used;
     }
     if (c->msg != NULL) {
-        answer_request(c);
+        admin_answer_request(c);
         goto answered;
     }
     if (c->head_bytes >= VG_ADMIN_MAX_HEAD_BYTES) {
@@ -718,56 +718,56 @@ static void conn_read_head(struct admin_conn *c)
     return; /* more input needed */
 answered:
     if (c->broken)
-        conn_free(&c);
+        admin_conn_free(&c);
     else
-        conn_start_write(c);
+        admin_conn_start_write(c);
 }
 
-static void on_read(struct bufferevent *bev, void *arg)
+static void admin_conn_on_read(struct bufferevent *bev, void *arg)
 {
     struct admin_conn *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
 
     if (c->state == AC_HEAD) {
-        conn_read_head(c);
+        admin_conn_read_head(c);
     } else if (c->state == AC_LINGER) {
         c->lingered += evbuffer_get_length(in);
         evbuffer_drain(in, evbuffer_get_length(in));
         if (c->lingered > ADMIN_LINGER_MAX)
-            conn_free(&c);
+            admin_conn_free(&c);
     }
 }
 
 /* The output has drained: the answer is written. */
-static void on_write(struct bufferevent *bev, void *arg)
+static void admin_conn_on_write(struct bufferevent *bev, void *arg)
 {
     struct admin_conn *c = arg;
 
     if (c->state != AC_WRITE)
         return;
     if (c->close) {
-        conn_linger(c);
+        admin_conn_linger(c);
         return;
     }
-    conn_await_head(c);
+    admin_conn_await_head(c);
     if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
-        conn_read_head(c); /* a pipelined request */
+        admin_conn_read_head(c); /* a pipelined request */
 }
 
 /* EOF, a socket error: nothing more can be answered. */
-static void on_event(struct bufferevent *bev, short what, void *arg)
+static void admin_conn_on_event(struct bufferevent *bev, short what, void *arg)
 {
     struct admin_conn *c = arg;
 
-    conn_free(&c);
+    admin_conn_free(&c);
 }
 
 /* The head did not arrive in time, the answer was not taken, or lingering ended. */
-static void on_timer(evutil_socket_t fd, short what, void *arg)
+static void admin_conn_on_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct admin_conn *c = arg;
 
-    conn_free(&c);
+    admin_conn_free(&c);
 }
 
 /*
@@ -775,7 +775,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
  * idle keep-alive connection, or a head still arriving); when every connection is being
  * answered or lingering, the one longest in that state. false when there is none to close.
  */
-static bool make_room(struct admin *ad)
+static bool admin_make_room(struct admin *ad)
 {
     struct admin_conn *head = NULL, *any = NULL;
 
@@ -787,18 +787,18 @@ static bool make_room(struct admin *ad)
     }
     if (any == NULL)
         return false;
-    conn_free(head != NULL ? &head : &any);
+    admin_conn_free(head != NULL ? &head : &any);
     return true;
 }
 
-static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
-                      void *arg)
+static void admin_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                            int salen, void *arg)
 {
     struct admin *ad = arg;
     struct admin_conn *c = NULL;
     struct bufferevent *bev = NULL;
 
-    while (ad->nconns >= VG_ADMIN_MAX_CONNS && make_room(ad))
+    while (ad->nconns >= VG_ADMIN_MAX_CONNS && admin_make_room(ad))
         ;
     c = calloc(1, sizeof(*c));
     bev = c != NULL ? bufferevent_socket_new(ad->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
@@ -815,20 +815,20 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     ad->conns = c;
     ad->nconns++;
     c->parser = http1_parser_new(HTTP1_REQUEST, &parser_cb, c);
-    c->timer = evtimer_new(ad->base, on_timer, c);
+    c->timer = evtimer_new(ad->base, admin_conn_on_timer, c);
     if (c->parser == NULL || c->timer == NULL) {
-        conn_free(&c);
+        admin_conn_free(&c);
         return;
     }
-    bufferevent_setcb(bev, on_read, on_write, on_event, c);
+    bufferevent_setcb(bev, admin_conn_on_read, admin_conn_on_write, admin_conn_on_event, c);
     /* never more input buffered than one head may have */
     bufferevent_setwatermark(bev, EV_READ, 0, VG_ADMIN_MAX_HEAD_BYTES);
-    conn_await_head(c);
-    listener_update(ad);
+    admin_conn_await_head(c);
+    admin_listener_update(ad);
 }
 
 /* accept() failed (EMFILE, ENOBUFS, ...): pause accepting for a moment instead of spinning. */
-static void on_accept_error(struct evconnlistener *l, void *arg)
+static void admin_on_accept_error(struct evconnlistener *l, void *arg)
 {
     struct admin *ad = arg;
     int e = EVUTIL_SOCKET_ERROR();
@@ -837,15 +837,15 @@ static void on_accept_error(struct evconnlistener *l, void *arg)
     log_eventf(LOG_WARN, "admin_accept_error", "accept", "%s", strerror(e));
     ad->accept_paused = true;
     evtimer_add(ad->retry_ev, &tv);
-    listener_update(ad);
+    admin_listener_update(ad);
 }
 
-static void on_accept_retry(evutil_socket_t fd, short what, void *arg)
+static void admin_on_accept_retry(evutil_socket_t fd, short what, void *arg)
 {
     struct admin *ad = arg;
 
     ad->accept_paused = false;
-    listener_update(ad);
+    admin_listener_update(ad);
 }
 
 /* ---- sockets and thread ---- */
@@ -1001,7 +1001,7 @@ void admin_stop(struct admin **ap)
     while (ad->conns != NULL) {
         struct admin_conn *c = ad->conns;
 
-        conn_free(&c);
+        admin_conn_free(&c);
     }
     if (ad->lev != NULL)
         evconnlistener_free(ad->lev); /* closes the listening socket */
@@ -1062,21 +1062,21 @@ struct admin *admin_start(const char *addr, const struct admin_ops *ops, char *e
     ad->base = event_base_new();
     ad->stop_ev =
         ad->base != NULL ? event_new(ad->base, ad->stop_pipe[0], EV_READ, on_stop, ad) : NULL;
-    ad->retry_ev = ad->base != NULL ? evtimer_new(ad->base, on_accept_retry, ad) : NULL;
+    ad->retry_ev = ad->base != NULL ? evtimer_new(ad->base, admin_on_accept_retry, ad) : NULL;
     if (ad->stop_ev == NULL || ad->retry_ev == NULL || event_add(ad->stop_ev, NULL) < 0)
         goto oom;
     fd = a.is_unix ? bind_unix(ad, &a, err, errlen) : bind_inet(ad, &a, err, errlen);
     if (fd < 0)
         goto fail;
     /* backlog 0: the socket is listening already */
-    ad->lev = evconnlistener_new(ad->base, on_accept, ad,
+    ad->lev = evconnlistener_new(ad->base, admin_on_accept, ad,
                                  LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
     if (ad->lev == NULL) {
         snprintf(err, errlen, "admin: cannot accept on %s", ad->address);
         close(fd);
         goto fail;
     }
-    evconnlistener_set_error_cb(ad->lev, on_accept_error);
+    evconnlistener_set_error_cb(ad->lev, admin_on_accept_error);
     /* Signals belong to the main thread. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);

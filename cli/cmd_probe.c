@@ -201,21 +201,25 @@ static int probe_port22(const struct probe_opts *o, char *reason, size_t rlen)
     return -1;
 }
 
+/* Sets the target to the IP literal s; o is left alone when s is not one. 0 or -1. */
 static int parse_target(const char *s, struct probe_opts *o)
 {
-    struct sockaddr_in *in = (struct sockaddr_in *)&o->target;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&o->target;
+    struct sockaddr_storage ss = {0};
+    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+    socklen_t len;
 
-    memset(&o->target, 0, sizeof(o->target));
     if (inet_pton(AF_INET, s, &in->sin_addr) == 1) {
         in->sin_family = AF_INET;
-        o->target_len = sizeof(*in);
+        len = sizeof(*in);
     } else if (inet_pton(AF_INET6, s, &in6->sin6_addr) == 1) {
         in6->sin6_family = AF_INET6;
-        o->target_len = sizeof(*in6);
+        len = sizeof(*in6);
     } else {
         return -1;
     }
+    o->target = ss;
+    o->target_len = len;
     snprintf(o->target_text, sizeof(o->target_text), "%s", s);
     return 0;
 }

@@ -426,13 +426,13 @@ END_TEST
 START_TEST(test_constraints_v4_in_v6)
 {
     static const char *const ips[] = {"::ffff:192.0.2.9", "[64:ff9b::c000:20a]"};
-    struct ca *ca = new_ca(true, NULL, 0, ips, 2);
+    struct ca *ca = testca_new(true, NULL, 0, ips, 2);
     X509 *leaf = mint(ca, "192.0.2.9");
     char err[256];
 
     ck_assert(ca_permits(ca, "192.0.2.9"));
     ck_assert(ca_permits(ca, "192.0.2.10"));
-    ck_assert_int_eq(verify_leaf(ca, leaf, "192.0.2.9"), X509_V_OK);
+    ck_assert_int_eq(testca_verify(ca, leaf, "192.0.2.9"), X509_V_OK);
     ck_assert(!ca_permits(ca, "::ffff:192.0.2.9"));
     ck_assert_ptr_null(leaf_mint(ca, "::ffff:192.0.2.9", err, sizeof(err)));
     expect_rejected(ca, "192.0.2.1");

@@ -248,10 +248,10 @@ static const struct {
 
 START_TEST(test_policy_v4_forms)
 {
-    struct policy *p =
-        vaultq_parse_ok("{'version':1," SEC ",'rules':[{'host_pattern':'[::ffff:11.0.0.3]','secret':'A',"
-                 "'scheme':'bearer'}],'host_policy':{'default':'block','hosts':{"
-                 "'[64:ff9b::b00:2]':'block','2002:b00:4::':'allow'}}}");
+    struct policy *p = vaultq_parse_ok(
+        "{'version':1," SEC ",'rules':[{'host_pattern':'[::ffff:11.0.0.3]','secret':'A',"
+        "'scheme':'bearer'}],'host_policy':{'default':'block','hosts':{"
+        "'[64:ff9b::b00:2]':'block','2002:b00:4::':'allow'}}}");
     char host[HOSTNAME_BUFSZ];
     const char *raw = v4_form_cases[_i].raw;
     struct policy_decision d;

@@ -11,6 +11,7 @@
  * through a pipe, so stopping does not depend on libevent's thread support.
  */
 #include "proxy/admin_int.h"
+#include "common/hostport.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,61 +45,6 @@ struct admin_addr {
 };
 
 /* ---- address parsing ---- */
-
-/* n bytes of decimal 0..65535 without sign, spaces or leading zeros. */
-static int parse_port(const char *s, size_t n, unsigned *out)
-{
-    unsigned v = 0;
-
-    if (n == 0 || n > 5 || (s[0] == '0' && n > 1))
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (unsigned)(s[i] - '0');
-    }
-    if (v > 65535)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/*
- * Splits n bytes of "host[:port]" or "[v6][:port]" into host (brackets removed, NUL-terminated,
- * *v6 set for the bracketed form) and the text after ':' (*port NULL when there is none).
- * -1 when the form is wrong or host is empty or does not fit.
- */
-static int split_host_port(const char *s, size_t n, char *host, size_t hostsz, bool *v6,
-                           const char **port, size_t *portlen)
-{
-    const char *end = s + n, *hend, *rest;
-    size_t hl;
-
-    *v6 = n > 0 && s[0] == '[';
-    if (*v6) {
-        if ((hend = memchr(s, ']', n)) == NULL)
-            return -1;
-        rest = hend + 1;
-        s++;
-    } else {
-        hend = memchr(s, ':', n);
-        rest = hend = hend != NULL ? hend : end;
-    }
-    hl = (size_t)(hend - s);
-    if (hl == 0 || hl >= hostsz)
-        return -1;
-    memcpy(host, s, hl);
-    host[hl] = '\0';
-    *port = NULL;
-    *portlen = 0;
-    if (rest == end)
-        return 0;
-    if (*rest != ':')
-        return -1;
-    *port = rest + 1;
-    *portlen = (size_t)(end - rest - 1);
-    return 0;
-}
 
 /* addr for error messages: bounded, control bytes replaced. */
 static const char *shown(const char *addr, char *buf, size_t sz)
@@ -135,41 +81,32 @@ bad:
 static int parse_inet(const char *addr, bool allow_port0, struct admin_addr *out, char *err,
                       size_t errlen)
 {
-    char host[64], b[96];
-    const char *port_s;
-    size_t port_len;
-    unsigned port;
-    bool v6;
+    struct hostport hp;
+    char b[96];
+    int rc;
 
-    /* a port is required; "::1:9090" is refused as ambiguous (the host before ':' is empty) */
-    if (split_host_port(addr, strlen(addr), host, sizeof(host), &v6, &port_s, &port_len) < 0 ||
-        port_s == NULL)
-        goto bad;
-    if (parse_port(port_s, port_len, &port) < 0 || (port == 0 && !allow_port0)) {
+    /* a port is required; "::1:9090" is refused as ambiguous (IPv6 needs brackets) */
+    rc = hostport_parse(addr, strlen(addr), HOSTPORT_PORT_REQUIRED | HOSTPORT_PORT_ZERO, &hp);
+    if (rc == HOSTPORT_EPORT || (rc == 0 && hp.port == 0 && !allow_port0)) {
         snprintf(err, errlen, "--admin '%s': port must be 1-65535", shown(addr, b, sizeof(b)));
         return -1;
     }
+    if (rc == 0 && hp.kind == HOSTNAME_DNS && strcmp(hp.host, "localhost") == 0 && hp.rawlen == 9) {
+        hp.kind = HOSTNAME_IPV4; /* the loopback address, never resolved */
+        snprintf(hp.host, sizeof(hp.host), "127.0.0.1");
+    }
     memset(out, 0, sizeof(*out));
-    if (v6) {
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&out->ss;
+    if (rc < 0 || hp.kind == HOSTNAME_DNS ||
+        hostport_sockaddr(&hp, hp.port, &out->ss, &out->sslen) < 0)
+        goto bad;
+    if (out->ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)&out->ss;
 
-        if (inet_pton(AF_INET6, host, &s6->sin6_addr) != 1)
-            goto bad;
-        s6->sin6_family = AF_INET6;
-        s6->sin6_port = htons((uint16_t)port);
-        out->sslen = sizeof(*s6);
         out->loopback = IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr) ||
                         (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) && s6->sin6_addr.s6_addr[12] == 127);
     } else {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&out->ss;
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)&out->ss;
 
-        if (strcmp(host, "localhost") == 0)
-            snprintf(host, sizeof(host), "127.0.0.1");
-        if (inet_pton(AF_INET, host, &s4->sin_addr) != 1)
-            goto bad;
-        s4->sin_family = AF_INET;
-        s4->sin_port = htons((uint16_t)port);
-        out->sslen = sizeof(*s4);
         out->loopback = (ntohl(s4->sin_addr.s_addr) >> 24) == 127;
     }
     return 0;
@@ -209,23 +146,16 @@ int admin_addr_check(const char *addr, bool allow_remote, char *err, size_t errl
     return 0;
 }
 
-/* The Host rule's grammar is the one of --admin (split_host_port, parse_port), with any port. */
+/* The Host rule: localhost (any case, no trailing dot) or an IP literal, any port or none. */
 bool admin_host_allowed(const char *v, size_t n)
 {
-    char host[INET6_ADDRSTRLEN];
-    unsigned char bin[sizeof(struct in6_addr)];
-    const char *port;
-    size_t port_len;
-    unsigned p;
-    bool v6;
+    struct hostport hp;
 
-    if (split_host_port(v, n, host, sizeof(host), &v6, &port, &port_len) < 0)
+    if (hostport_parse(v, n, HOSTPORT_PORT_ZERO, &hp) < 0)
         return false;
-    if (port != NULL && parse_port(port, port_len, &p) < 0)
-        return false;
-    if (v6)
-        return inet_pton(AF_INET6, host, bin) == 1;
-    return strcasecmp(host, "localhost") == 0 || inet_pton(AF_INET, host, bin) == 1;
+    if (hp.kind != HOSTNAME_DNS)
+        return true;
+    return hp.rawlen == 9 && strncasecmp(hp.raw, "localhost", 9) == 0;
 }
 
 /* ---- sockets and thread ---- */

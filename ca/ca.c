@@ -502,13 +502,17 @@ static int fingerprint(struct ca *ca)
     return 1;
 }
 
+#ifdef VG_CA_TEST_HOOKS
 void (*ca_test_root_key_hook)(EVP_PKEY *root_key);
+#endif
 
 /* Frees the root key, the one reference there is; see the comment at the top of the file. */
 static void wipe_root_key(struct ca *ca)
 {
+#ifdef VG_CA_TEST_HOOKS
     if (ca_test_root_key_hook != NULL && ca->root_key != NULL)
         ca_test_root_key_hook(ca->root_key);
+#endif
     EVP_PKEY_free(ca->root_key);
     ca->root_key = NULL;
 }

@@ -17,6 +17,7 @@
 
 #include "common/caps.h"
 #include "common/hostname.h"
+#include "common/hostport.h"
 
 #include <llhttp.h>
 #include <stdlib.h>
@@ -827,22 +828,8 @@ bool http1_in_message(const struct http1_parser *p)
 
 /* ---- authority ---- */
 
-static int parse_port(const char *s, size_t n, int *port)
-{
-    int v = 0;
-
-    if (n == 0 || n > 5)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    if (v < 1 || v > 65535)
-        return -1;
-    *port = v;
-    return 0;
-}
+/* A client's Host may carry leading zeros in its port (RFC 3986: port = *DIGIT); never 0. */
+#define HTTP1_PORT_FLAGS HOSTPORT_LEADING_ZERO
 
 int http1_authority_is(const char *value, size_t len, const char *norm_host, int *port)
 {
@@ -852,7 +839,7 @@ int http1_authority_is(const char *value, size_t len, const char *norm_host, int
     if (hl == 0 || len < hl || len > VG_HOST_MAX + 8 || memcmp(value, norm_host, hl) != 0 ||
         memchr(norm_host, ':', hl) != NULL || (len > hl && value[hl] != ':'))
         return 0;
-    if (len > hl && parse_port(value + hl + 1, len - hl - 1, &pt) < 0)
+    if (len > hl && hostport_port(value + hl + 1, len - hl - 1, HTTP1_PORT_FLAGS, &pt) < 0)
         return 0;
     *port = pt;
     return 1;
@@ -860,35 +847,13 @@ int http1_authority_is(const char *value, size_t len, const char *norm_host, int
 
 int http1_split_authority(const char *value, size_t len, char *host, size_t hostsz, int *port)
 {
-    char norm[HOSTNAME_BUFSZ];
-    const char *colon;
-    size_t hlen;
-    int pt = 0;
+    struct hostport hp;
 
     if (value == NULL || len == 0 || len > VG_HOST_MAX + 8 || hostsz < HOSTNAME_BUFSZ ||
         !all_vchar(value, len) || memchr(value, '@', len) != NULL ||
-        memchr(value, ',', len) != NULL)
+        memchr(value, ',', len) != NULL || hostport_parse(value, len, HTTP1_PORT_FLAGS, &hp) < 0)
         return -1;
-    if (value[0] == '[') {
-        const char *rb = memchr(value, ']', len);
-
-        if (rb == NULL)
-            return -1;
-        hlen = (size_t)(rb - value) + 1;
-        colon = hlen < len ? rb + 1 : NULL;
-        if (colon != NULL && *colon != ':')
-            return -1;
-    } else {
-        colon = memchr(value, ':', len);
-        hlen = colon != NULL ? (size_t)(colon - value) : len;
-    }
-    if (colon != NULL && parse_port(colon + 1, len - hlen - 1, &pt) < 0)
-        return -1;
-    /* Brackets exactly around IPv6 text, which may name an IPv4 host (::ffff:a.b.c.d) */
-    if (hostname_normalize(value, hlen, norm, sizeof(norm)) < 0 ||
-        (value[0] == '[') != (memchr(value, ':', hlen) != NULL))
-        return -1;
-    memcpy(host, norm, strlen(norm) + 1);
-    *port = pt;
+    memcpy(host, hp.host, strlen(hp.host) + 1);
+    *port = hp.port;
     return 0;
 }

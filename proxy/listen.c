@@ -11,6 +11,7 @@
  */
 #include "proxy/listen.h"
 #include "common/caps.h"
+#include "common/hostport.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,58 +28,26 @@ static const char *const kind_names[] = {"https", "http", "proxy"};
 int listen_parse_addr(const char *s, enum listen_kind kind, struct listen_addr *out, char *err,
                       size_t errlen)
 {
-    char host[INET6_ADDRSTRLEN + 2];
-    const char *colon, *h = s, *end;
-    size_t hlen;
-    long port;
-    char *pe = NULL;
-    struct addrinfo hints = {0}, *ai = NULL;
+    struct hostport hp;
+    int rc = hostport_parse(s, strlen(s), HOSTPORT_PORT_REQUIRED, &hp);
 
-    if (s[0] == '[') {
-        end = strchr(s, ']');
-        if (end == NULL || end[1] != ':') {
-            snprintf(err, errlen, "'%s' is not host:port or [v6]:port", s);
-            return -1;
-        }
-        h = s + 1;
-        hlen = (size_t)(end - h);
-        colon = end + 1;
-    } else {
-        colon = strrchr(s, ':');
-        if (colon == NULL || strchr(s, ':') != colon) {
-            snprintf(err, errlen, "'%s' is not host:port or [v6]:port", s);
-            return -1;
-        }
-        hlen = (size_t)(colon - s);
-    }
-    if (hlen == 0 || hlen >= sizeof(host)) {
-        snprintf(err, errlen, "'%s': bad address", s);
-        return -1;
-    }
-    memcpy(host, h, hlen);
-    host[hlen] = '\0';
-    errno = 0;
-    port = strtol(colon + 1, &pe, 10);
-    if (colon[1] == '\0' || *pe != '\0' || errno != 0 || port < 1 || port > 65535 ||
-        colon[1] == '+' || colon[1] == '-') {
+    if (rc == HOSTPORT_EPORT) {
         snprintf(err, errlen, "'%s': port must be 1-65535", s);
         return -1;
     }
-    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_family = s[0] == '[' ? AF_INET6 : AF_INET;
-    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0 || ai == NULL) {
-        snprintf(err, errlen, "'%s': host must be an IPv4 address or a bracketed IPv6 address", s);
+    if (rc < 0) {
+        snprintf(err, errlen, "'%s' is not host:port or [v6]:port", s);
         return -1;
     }
     memset(out, 0, sizeof(*out));
-    memcpy(&out->ss, ai->ai_addr, ai->ai_addrlen);
-    out->sslen = (socklen_t)ai->ai_addrlen;
-    freeaddrinfo(ai);
+    if (hp.kind == HOSTNAME_DNS || hostport_sockaddr(&hp, hp.port, &out->ss, &out->sslen) < 0) {
+        snprintf(err, errlen, "'%s': host must be an IPv4 address or a bracketed IPv6 address", s);
+        return -1;
+    }
     out->kind = kind;
-    out->port = (int)port;
-    snprintf(out->label, sizeof(out->label), "%s %s%s%s:%ld", kind_names[kind],
-             s[0] == '[' ? "[" : "", host, s[0] == '[' ? "]" : "", port);
+    out->port = hp.port;
+    snprintf(out->label, sizeof(out->label), "%s %s%.*s%s:%d", kind_names[kind],
+             hp.bracketed ? "[" : "", (int)hp.rawlen, hp.raw, hp.bracketed ? "]" : "", hp.port);
     out->fds = NULL;
     return 0;
 }

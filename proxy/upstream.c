@@ -45,97 +45,11 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-/* Caps (memory per worker and per request). */
-#define UPSTREAM_MAX_ADDRS      16   /* resolved addresses kept per request */
-#define UPSTREAM_PROXY_HEAD_MAX 8192 /* the --upstream-proxy's CONNECT answer head */
-#define UPSTREAM_SESS_SLOTS     256  /* TLS sessions cached per worker (direct-mapped) */
-
-#define UPSTREAM_DEFAULT_CONNECT_TIMEOUT 10.0
-#define UPSTREAM_DEFAULT_TLS_TIMEOUT     10.0
-#define UPSTREAM_DEFAULT_IDLE_TIMEOUT    60.0
-#define UPSTREAM_DEFAULT_POOL_MAX        32
-
-struct sess_slot {
-    SSL_SESSION *sess;
-    char host[HOSTNAME_BUFSZ];
-};
-
-enum req_state {
-    RQ_START,      /* on the ready list: dial (pin, literal) or deliver an early error */
-    RQ_POOL,       /* on the ready list: deliver the pooled connection in bev */
-    RQ_DNS,        /* waiting for the A / AAAA answers */
-    RQ_CONNECT,    /* nonblocking connect in progress on fd */
-    RQ_PROXY_SEND, /* writing the CONNECT request to the proxy */
-    RQ_PROXY_READ, /* reading the proxy's answer head */
-    RQ_TLS,        /* handshake in progress on bev */
-};
-
-struct dns_query {
-    struct upstream_req *req; /* NULL once the request is gone: the callback frees the query */
-    struct evdns_request *handle;
-};
-
-struct upstream_req {
-    struct upstream_ctx *ctx;
-    struct upstream_req *prev, *next;   /* in-flight list of ctx */
-    struct upstream_req *rprev, *rnext; /* ready list of ctx */
-    bool ready;
-    unsigned rgen;
-    upstream_cb cb;
-    void *arg;
-    enum req_state state;
-    char host[HOSTNAME_BUFSZ];
-    int kind; /* HOSTNAME_DNS, HOSTNAME_IPV4, HOSTNAME_IPV6 */
-    int port;
-    bool tls;
-    bool tunnel;
-    const char *dial_host; /* host itself, or the proxy's host */
-    int dial_port;
-    enum upstream_err early_err; /* RQ_START with no addresses: this error */
-    struct event *timer;         /* deadline of the DNS and TLS phases, created on first use */
-    struct event *io;
-    evutil_socket_t fd;
-    struct bufferevent *bev;
-    struct dns_query *q4, *q6;
-    bool prohibited_seen;
-    enum upstream_err last_err;
-    size_t naddrs, next_addr;
-    union upstream_sa addrs[UPSTREAM_MAX_ADDRS];
-    char *pbuf; /* tunnel: CONNECT request, then the answer head */
-    size_t plen, pdone;
-};
-
-struct upstream_ctx {
-    struct event_base *base;
-    struct evdns_base *dns;
-    SSL_CTX *ssl_ctx;
-    struct upstream_pin *pins;
-    size_t npins;
-    struct addr_cidr *allow;
-    size_t nallow;
-    struct localaddr *local; /* the machine's addresses, never dialled */
-    bool have_proxy;
-    char proxy_host[HOSTNAME_BUFSZ];
-    int proxy_port;
-    int proxy_kind;
-    struct timeval connect_tv, tls_tv;
-    struct upstream_pool *pool;
-    struct sess_slot *sess;
-    struct upstream_req *reqs;
-    /* Requests whose next step must run from the loop, not inside upstream_get. */
-    struct event *ready_ev;
-    struct upstream_req *ready_head, *ready_tail;
-    unsigned ready_gen;
-    struct upstream_stats stats;
-};
-
 static void req_free(struct upstream_req *r);
 static void ready_cb(evutil_socket_t fd, short what, void *arg);
 static int deadline(struct upstream_req *r, const struct timeval *tv);
 static void connect_next(struct upstream_req *r);
 static void start_tls(struct upstream_req *r);
-static void proxy_send(struct upstream_req *r);
-static void proxy_read(struct upstream_req *r);
 
 /* ---- TLS context and session cache -------------------------------------------------------- */
 
@@ -420,7 +334,7 @@ static void req_free(struct upstream_req *r)
 }
 
 /* Ends the request: frees it, then runs the callback (which may start new requests). */
-static void finish(struct upstream_req *r, struct bufferevent *bev, enum upstream_err err)
+void upstream_finish(struct upstream_req *r, struct bufferevent *bev, enum upstream_err err)
 {
     upstream_cb cb = r->cb;
     void *arg = r->arg;
@@ -438,7 +352,7 @@ static void finish(struct upstream_req *r, struct bufferevent *bev, enum upstrea
 }
 
 /* The connection on r->fd is established (to the host, or through the proxy's tunnel). */
-static void connected(struct upstream_req *r)
+void upstream_connected(struct upstream_req *r)
 {
     struct bufferevent *bev;
 
@@ -449,11 +363,11 @@ static void connected(struct upstream_req *r)
     bev = bufferevent_socket_new(r->ctx->base, r->fd,
                                  BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
     if (bev == NULL) {
-        finish(r, NULL, UPSTREAM_ERR_INTERNAL);
+        upstream_finish(r, NULL, UPSTREAM_ERR_INTERNAL);
         return;
     }
     r->fd = -1;
-    finish(r, bev, UPSTREAM_OK);
+    upstream_finish(r, bev, UPSTREAM_OK);
 }
 
 static enum upstream_err errno_err(int e)
@@ -476,9 +390,9 @@ static void io_cb(evutil_socket_t fd, short what, void *arg)
             event_free(r->io);
             r->io = NULL;
             if (r->tunnel)
-                proxy_send(r);
+                upstream_proxy_send(r);
             else
-                connected(r);
+                upstream_connected(r);
             return;
         }
         event_free(r->io);
@@ -489,17 +403,17 @@ static void io_cb(evutil_socket_t fd, short what, void *arg)
         return;
     }
     if (what & EV_TIMEOUT) {
-        finish(r, NULL, UPSTREAM_ERR_TIMEOUT);
+        upstream_finish(r, NULL, UPSTREAM_ERR_TIMEOUT);
         return;
     }
     if (r->state == RQ_PROXY_SEND)
-        proxy_send(r);
+        upstream_proxy_send(r);
     else
-        proxy_read(r);
+        upstream_proxy_read(r);
 }
 
 /* Waits for what on r->fd for at most tv. */
-static int wait_fd(struct upstream_req *r, short what, const struct timeval *tv)
+int upstream_wait_fd(struct upstream_req *r, short what, const struct timeval *tv)
 {
     if (r->io == NULL)
         r->io = event_new(r->ctx->base, r->fd, what, io_cb, r);
@@ -526,120 +440,13 @@ static void connect_next(struct upstream_req *r)
         r->ctx->stats.dials++;
         r->state = RQ_CONNECT;
         if ((connect(r->fd, &a->sa, len) == 0 || errno == EINPROGRESS) &&
-            wait_fd(r, EV_WRITE, &r->ctx->connect_tv) == 0)
+            upstream_wait_fd(r, EV_WRITE, &r->ctx->connect_tv) == 0)
             return;
         r->last_err = errno_err(errno);
         evutil_closesocket(r->fd);
         r->fd = -1;
     }
-    finish(r, NULL, r->last_err);
-}
-
-/* ---- tunnel through --upstream-proxy ------------------------------------------------------ */
-
-static void proxy_send(struct upstream_req *r)
-{
-    ssize_t n;
-
-    if (r->state != RQ_PROXY_SEND) {
-        char hp[HOSTNAME_BUFSZ + 8];
-        bool v6 = r->kind == HOSTNAME_IPV6;
-
-        snprintf(hp, sizeof(hp), "%s%s%s:%d", v6 ? "[" : "", r->host, v6 ? "]" : "", r->port);
-        r->pbuf = malloc(UPSTREAM_PROXY_HEAD_MAX);
-        if (r->pbuf == NULL) {
-            finish(r, NULL, UPSTREAM_ERR_INTERNAL);
-            return;
-        }
-        r->plen = (size_t)snprintf(r->pbuf, UPSTREAM_PROXY_HEAD_MAX,
-                                   "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", hp, hp);
-        r->pdone = 0;
-        r->state = RQ_PROXY_SEND;
-    }
-    while (r->pdone < r->plen) {
-        n = send(r->fd, r->pbuf + r->pdone, r->plen - r->pdone, MSG_NOSIGNAL);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-            break;
-        if (n <= 0) {
-            finish(r, NULL, UPSTREAM_ERR_PROXY);
-            return;
-        }
-        r->pdone += (size_t)n;
-    }
-    if (r->pdone < r->plen) {
-        if (wait_fd(r, EV_WRITE, &r->ctx->connect_tv) != 0)
-            finish(r, NULL, UPSTREAM_ERR_INTERNAL);
-        return;
-    }
-    r->state = RQ_PROXY_READ;
-    r->plen = 0;
-    if (wait_fd(r, EV_READ, &r->ctx->connect_tv) != 0)
-        finish(r, NULL, UPSTREAM_ERR_INTERNAL);
-}
-
-/* 1 if the head in buf is "HTTP/1.x 2xx ...". */
-static int proxy_status_ok(const char *buf, size_t len)
-{
-    if (len < 13 || memcmp(buf, "HTTP/1.", 7) != 0 || (buf[7] != '0' && buf[7] != '1') ||
-        buf[8] != ' ')
-        return 0;
-    return buf[9] == '2' && buf[10] >= '0' && buf[10] <= '9' && buf[11] >= '0' && buf[11] <= '9' &&
-           (buf[12] == ' ' || buf[12] == '\r');
-}
-
-/* Offset just past "\r\n\r\n" in buf[0..len), searching from `from`, or 0. */
-static size_t head_end(const char *buf, size_t len, size_t from)
-{
-    for (size_t i = from; i + 4 <= len; i++) {
-        if (memcmp(buf + i, "\r\n\r\n", 4) == 0)
-            return i + 4;
-    }
-    return 0;
-}
-
-/*
- * Reads the proxy's answer without reading past its head: the bytes after it belong to the
- * TLS handshake. Peeks, then consumes exactly up to the end of the head.
- */
-static void proxy_read(struct upstream_req *r)
-{
-    size_t room = UPSTREAM_PROXY_HEAD_MAX - r->plen, from, end;
-    ssize_t n = recv(r->fd, r->pbuf + r->plen, room, MSG_PEEK);
-
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-        if (wait_fd(r, EV_READ, &r->ctx->connect_tv) != 0)
-            finish(r, NULL, UPSTREAM_ERR_INTERNAL);
-        return;
-    }
-    if (n <= 0) {
-        finish(r, NULL, UPSTREAM_ERR_PROXY);
-        return;
-    }
-    from = r->plen > 3 ? r->plen - 3 : 0;
-    end = head_end(r->pbuf, r->plen + (size_t)n, from);
-    if (end != 0)
-        n = (ssize_t)(end - r->plen);
-    if (recv(r->fd, r->pbuf + r->plen, (size_t)n, 0) != n) {
-        finish(r, NULL, UPSTREAM_ERR_PROXY);
-        return;
-    }
-    r->plen += (size_t)n;
-    if (end == 0) {
-        if (r->plen >= UPSTREAM_PROXY_HEAD_MAX)
-            finish(r, NULL, UPSTREAM_ERR_PROXY);
-        else if (wait_fd(r, EV_READ, &r->ctx->connect_tv) != 0)
-            finish(r, NULL, UPSTREAM_ERR_INTERNAL);
-        return;
-    }
-    if (!proxy_status_ok(r->pbuf, r->plen)) {
-        finish(r, NULL, UPSTREAM_ERR_PROXY);
-        return;
-    }
-    event_free(r->io);
-    r->io = NULL;
-    free(r->pbuf);
-    r->pbuf = NULL;
-    connected(r);
+    upstream_finish(r, NULL, r->last_err);
 }
 
 /* ---- TLS handshake ------------------------------------------------------------------------ */
@@ -683,11 +490,11 @@ static void tls_event_cb(struct bufferevent *bev, short what, void *arg)
         r->ctx->stats.tls_handshakes++;
         if (SSL_session_reused(ssl))
             r->ctx->stats.tls_resumed++;
-        finish(r, bev, UPSTREAM_OK);
+        upstream_finish(r, bev, UPSTREAM_OK);
         return;
     }
     log_tls_failure(r, ssl, bev);
-    finish(r, NULL, UPSTREAM_ERR_TLS);
+    upstream_finish(r, NULL, UPSTREAM_ERR_TLS);
 }
 
 static void start_tls(struct upstream_req *r)
@@ -699,7 +506,7 @@ static void start_tls(struct upstream_req *r)
 
     if (ssl == NULL) {
         ERR_clear_error();
-        finish(r, NULL, UPSTREAM_ERR_INTERNAL);
+        upstream_finish(r, NULL, UPSTREAM_ERR_INTERNAL);
         return;
     }
     vp = SSL_get0_param(ssl);
@@ -714,7 +521,7 @@ static void start_tls(struct upstream_req *r)
     if (!ok) {
         SSL_free(ssl);
         ERR_clear_error();
-        finish(r, NULL, UPSTREAM_ERR_INTERNAL);
+        upstream_finish(r, NULL, UPSTREAM_ERR_INTERNAL);
         return;
     }
     /* From here the bufferevent owns ssl and fd, even if its creation fails. */
@@ -722,13 +529,13 @@ static void start_tls(struct upstream_req *r)
                                             BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
     r->fd = -1;
     if (r->bev == NULL) {
-        finish(r, NULL, UPSTREAM_ERR_INTERNAL);
+        upstream_finish(r, NULL, UPSTREAM_ERR_INTERNAL);
         return;
     }
     r->state = RQ_TLS;
     bufferevent_setcb(r->bev, NULL, NULL, tls_event_cb, r);
     if (deadline(r, &c->tls_tv) != 0)
-        finish(r, NULL, UPSTREAM_ERR_INTERNAL);
+        upstream_finish(r, NULL, UPSTREAM_ERR_INTERNAL);
 }
 
 /* ---- resolution ------------------------------------------------------------------------- */
@@ -792,7 +599,7 @@ static void dns_cb(int result, char type, int count, int ttl, void *addresses, v
         connect_next(r);
         return;
     }
-    finish(r, NULL, r->prohibited_seen ? UPSTREAM_ERR_PROHIBITED : UPSTREAM_ERR_DNS);
+    upstream_finish(r, NULL, r->prohibited_seen ? UPSTREAM_ERR_PROHIBITED : UPSTREAM_ERR_DNS);
 }
 
 static struct dns_query *dns_query(struct upstream_req *r, bool v6)
@@ -841,9 +648,9 @@ static void ready_cb(evutil_socket_t fd, short what, void *arg)
     while ((r = c->ready_head) != NULL && r->rgen == gen) {
         ready_unlink(r);
         if (r->state == RQ_POOL)
-            finish(r, r->bev, UPSTREAM_OK);
+            upstream_finish(r, r->bev, UPSTREAM_OK);
         else if (r->naddrs == 0)
-            finish(r, NULL, r->early_err);
+            upstream_finish(r, NULL, r->early_err);
         else
             connect_next(r);
     }
@@ -857,12 +664,12 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 
     if (r->state == RQ_DNS) {
         /* The resolver did not answer within connect_timeout. */
-        finish(r, NULL, UPSTREAM_ERR_DNS);
+        upstream_finish(r, NULL, UPSTREAM_ERR_DNS);
         return;
     }
     log_eventf(LOG_DEBUG, "upstream_tls_failed", VG_PS_CONNECTION_TIMEOUT,
                "TLS handshake with %s timed out", r->host);
-    finish(r, NULL, UPSTREAM_ERR_TIMEOUT);
+    upstream_finish(r, NULL, UPSTREAM_ERR_TIMEOUT);
 }
 
 /* Arms r's deadline (DNS or TLS phase). */

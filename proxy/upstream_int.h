@@ -11,12 +11,15 @@
 #include <stdint.h>
 
 #include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <openssl/ssl.h>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "common/hostname.h"
 #include "proxy/addr.h"
+#include "proxy/upstream.h"
 
 /* Own endpoints kept: listener address x port, and wildcard listeners by family x port. */
 #define UPSTREAM_OWN_MAX 1024
@@ -86,5 +89,100 @@ struct bufferevent *upstream_pool_get(struct upstream_pool *p, const char *host,
                                       bool tls);
 
 size_t upstream_pool_idle(const struct upstream_pool *p);
+
+/* ---- the request state machine, shared by upstream.c and upstream_tunnel.c ---------------- */
+
+/* Caps (memory per worker and per request). */
+#define UPSTREAM_MAX_ADDRS      16   /* resolved addresses kept per request */
+#define UPSTREAM_PROXY_HEAD_MAX 8192 /* the --upstream-proxy's CONNECT answer head */
+#define UPSTREAM_SESS_SLOTS     256  /* TLS sessions cached per worker (direct-mapped) */
+
+#define UPSTREAM_DEFAULT_CONNECT_TIMEOUT 10.0
+#define UPSTREAM_DEFAULT_TLS_TIMEOUT     10.0
+#define UPSTREAM_DEFAULT_IDLE_TIMEOUT    60.0
+#define UPSTREAM_DEFAULT_POOL_MAX        32
+
+struct sess_slot {
+    SSL_SESSION *sess;
+    char host[HOSTNAME_BUFSZ];
+};
+
+enum req_state {
+    RQ_START,      /* on the ready list: dial (pin, literal) or deliver an early error */
+    RQ_POOL,       /* on the ready list: deliver the pooled connection in bev */
+    RQ_DNS,        /* waiting for the A / AAAA answers */
+    RQ_CONNECT,    /* nonblocking connect in progress on fd */
+    RQ_PROXY_SEND, /* writing the CONNECT request to the proxy */
+    RQ_PROXY_READ, /* reading the proxy's answer head */
+    RQ_TLS,        /* handshake in progress on bev */
+};
+
+struct dns_query {
+    struct upstream_req *req; /* NULL once the request is gone: the callback frees the query */
+    struct evdns_request *handle;
+};
+
+struct upstream_req {
+    struct upstream_ctx *ctx;
+    struct upstream_req *prev, *next;   /* in-flight list of ctx */
+    struct upstream_req *rprev, *rnext; /* ready list of ctx */
+    bool ready;
+    unsigned rgen;
+    upstream_cb cb;
+    void *arg;
+    enum req_state state;
+    char host[HOSTNAME_BUFSZ];
+    int kind; /* HOSTNAME_DNS, HOSTNAME_IPV4, HOSTNAME_IPV6 */
+    int port;
+    bool tls;
+    bool tunnel;
+    const char *dial_host; /* host itself, or the proxy's host */
+    int dial_port;
+    enum upstream_err early_err; /* RQ_START with no addresses: this error */
+    struct event *timer;         /* deadline of the DNS and TLS phases, created on first use */
+    struct event *io;
+    evutil_socket_t fd;
+    struct bufferevent *bev;
+    struct dns_query *q4, *q6;
+    bool prohibited_seen;
+    enum upstream_err last_err;
+    size_t naddrs, next_addr;
+    union upstream_sa addrs[UPSTREAM_MAX_ADDRS];
+    char *pbuf; /* tunnel: CONNECT request, then the answer head */
+    size_t plen, pdone;
+};
+
+struct upstream_ctx {
+    struct event_base *base;
+    struct evdns_base *dns;
+    SSL_CTX *ssl_ctx;
+    struct upstream_pin *pins;
+    size_t npins;
+    struct addr_cidr *allow;
+    size_t nallow;
+    struct localaddr *local; /* the machine's addresses, never dialled */
+    bool have_proxy;
+    char proxy_host[HOSTNAME_BUFSZ];
+    int proxy_port;
+    int proxy_kind;
+    struct timeval connect_tv, tls_tv;
+    struct upstream_pool *pool;
+    struct sess_slot *sess;
+    struct upstream_req *reqs;
+    /* Requests whose next step must run from the loop, not inside upstream_get. */
+    struct event *ready_ev;
+    struct upstream_req *ready_head, *ready_tail;
+    unsigned ready_gen;
+    struct upstream_stats stats;
+};
+
+/* upstream.c */
+void upstream_finish(struct upstream_req *r, struct bufferevent *bev, enum upstream_err err);
+int upstream_wait_fd(struct upstream_req *r, short what, const struct timeval *tv);
+void upstream_connected(struct upstream_req *r);
+
+/* upstream_tunnel.c */
+void upstream_proxy_send(struct upstream_req *r);
+void upstream_proxy_read(struct upstream_req *r);
 
 #endif

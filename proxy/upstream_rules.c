@@ -13,6 +13,7 @@
 #include "proxy/upstream.h"
 #include "proxy/reason.h"
 #include "audit/log.h"
+#include "common/hostport.h"
 #include "proxy/localaddr.h"
 #include "proxy/upstream_int.h"
 
@@ -37,94 +38,51 @@ static size_t own_nwild;
 
 /* ---- parsing ---------------------------------------------------------------------------- */
 
-static int parse_port(const char *s, size_t len, int *out)
+/* A sockaddr_storage of hostport_sockaddr() into the union the dialler uses. */
+static int to_sa(const struct hostport *hp, int port, union upstream_sa *out)
 {
-    int v = 0;
+    struct sockaddr_storage ss;
+    socklen_t len;
 
-    if (len == 0 || len > 5 || s[0] == '0')
+    if (hostport_sockaddr(hp, port, &ss, &len) < 0)
         return -1;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    if (v < 1 || v > 65535)
-        return -1;
-    *out = v;
+    memset(out, 0, sizeof(*out));
+    memcpy(out, &ss, len);
     return 0;
 }
 
 /* An IP literal (v4, v6 or [v6]) of len bytes into sa with port. */
 int upstream_parse_ip(const char *s, size_t len, int port, union upstream_sa *out)
 {
-    char tmp[INET6_ADDRSTRLEN + 2];
-    union upstream_sa a;
+    struct hostport hp;
 
-    if (len >= 2 && s[0] == '[' && s[len - 1] == ']') {
-        s++;
-        len -= 2;
-    }
-    if (len == 0 || len >= sizeof(tmp))
+    if (hostport_parse(s, len, HOSTPORT_IP_ONLY | HOSTPORT_BARE_V6, &hp) < 0 || hp.has_port)
         return -1;
-    memcpy(tmp, s, len);
-    tmp[len] = '\0';
-    memset(&a, 0, sizeof(a));
-    if (inet_pton(AF_INET, tmp, &a.sin.sin_addr) == 1) {
-        a.sin.sin_family = AF_INET;
-        a.sin.sin_port = htons((uint16_t)port);
-    } else if (inet_pton(AF_INET6, tmp, &a.sin6.sin6_addr) == 1) {
-        a.sin6.sin6_family = AF_INET6;
-        a.sin6.sin6_port = htons((uint16_t)port);
-    } else {
-        return -1;
-    }
-    *out = a;
-    return 0;
+    return to_sa(&hp, port, out);
 }
 
 /* "IP", "IP:PORT", "[v6]", "[v6]:PORT" or a bare v6 address; port defaults to defport. */
 int upstream_parse_ip_port(const char *s, int defport, union upstream_sa *out)
 {
-    size_t len = strlen(s);
-    const char *colon;
-    int port = defport;
+    struct hostport hp;
 
-    if (upstream_parse_ip(s, len, defport, out) == 0)
-        return 0;
-    colon = strrchr(s, ':');
-    if (colon == NULL || parse_port(colon + 1, strlen(colon + 1), &port) != 0)
+    if (hostport_parse(s, strlen(s), HOSTPORT_IP_ONLY | HOSTPORT_BARE_V6, &hp) < 0)
         return -1;
-    len = (size_t)(colon - s);
-    /* With a port, a v6 address needs brackets (a bare one was taken whole above). */
-    if (memchr(s, ':', len) != NULL && s[0] != '[')
-        return -1;
-    return upstream_parse_ip(s, len, port, out);
+    return to_sa(&hp, hp.has_port ? hp.port : defport, out);
 }
 
 /* "HOST[:PORT]" where HOST is a name, a v4 literal or [v6]; normalised into host. */
 static int parse_host_port(const char *s, size_t len, int defport, char *host, int *port)
 {
-    const char *end = s + len, *hend;
-    int p = defport;
+    struct hostport hp;
+    int p;
 
-    if (len > 0 && s[0] == '[') {
-        hend = memchr(s, ']', len);
-        if (hend == NULL)
-            return -1;
-        hend++;
-    } else {
-        hend = memchr(s, ':', len);
-        if (hend == NULL)
-            hend = end;
-    }
-    if (hend < end) {
-        if (*hend != ':' || parse_port(hend + 1, (size_t)(end - hend - 1), &p) != 0)
-            return -1;
-    }
+    if (hostport_parse(s, len, 0, &hp) < 0)
+        return -1;
+    p = hp.has_port ? hp.port : defport;
     if (p <= 0)
         return -1;
-    if (hostname_normalize(s, (size_t)(hend - s), host, HOSTNAME_BUFSZ) < 0)
-        return -1;
+    memcpy(host, hp.host, strlen(hp.host) + 1);
     *port = p;
     return 0;
 }

@@ -18,7 +18,7 @@ set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" && pwd)
-VG=${VG:-$BUILD/proxy/vaultgate}
+VG=${VG:-$BUILD/cli/vaultgate}
 SECS=${SECS:-10}
 CONNS=${CONNS:-32}
 PROXY_CPU=${PROXY_CPU:-0}

@@ -21,7 +21,7 @@
 # Usage: tests/bench/bench_proxy.sh [BUILD_DIR]
 #   env: SECS=10 CONNS=64 HS_THREADS=4 MEM_CONNS=5000 MITM_MEM_CONNS=1000 PROXY_CPU=0 LOAD_CPU=1
 #        VG_LOG_LEVEL=info PROXIES="nginx haproxy mitmproxy vaultgate" TESTS="mem ka hs"
-#        VG=path/to/vaultgate (default BUILD_DIR/proxy/vaultgate) PERF=/tmp/vg.perf (perf record
+#        VG=path/to/vaultgate (default BUILD_DIR/cli/vaultgate) PERF=/tmp/vg.perf (perf record
 #        -g of vaultgate during keep-alive and handshakes) MEM_NOREQ=1 (idle connections after the
 #        handshake only, no request) MEM_HOOK='cmd' (run while the idle
 #        connections are held, with $MAIN_PID set)
@@ -31,7 +31,7 @@ set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" && pwd)
-VG=${VG:-$BUILD/proxy/vaultgate}
+VG=${VG:-$BUILD/cli/vaultgate}
 SECS=${SECS:-10}
 CONNS=${CONNS:-64}
 HS_THREADS=${HS_THREADS:-4}

@@ -18,7 +18,7 @@ set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" && pwd)
-VG=$BUILD/proxy/vaultgate
+VG=$BUILD/cli/vaultgate
 REQUESTS=${REQUESTS:-2000000}
 KA_CONNS=${KA_CONNS:-32}
 NEW_CONNS=${NEW_CONNS:-4}

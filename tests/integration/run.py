@@ -47,7 +47,7 @@ def main():
 
     build = os.path.abspath(args.build)
     env = dict(os.environ, VG_BUILD=build, VG_SRC=SRC,
-               VG_BIN=os.path.join(build, "proxy", "vaultgate"),
+               VG_BIN=os.path.join(build, "cli", "vaultgate"),
                PYTHONPATH=os.path.join(HERE, "lib"), PYTHONUNBUFFERED="1")
     casedir = os.path.join(HERE, "cases")
     paths = sorted(os.path.join(casedir, f) for f in os.listdir(casedir)

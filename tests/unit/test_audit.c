@@ -1,6 +1,6 @@
 /*
- * test_audit.c - Check suites for audit/ (aggregation, SQLite store, URL display) and for the
- * observability pieces of proxy/ (metrics rendering, admin address check).
+ * test_audit.c - the audit module (audit/audit.c, audit/store_sqlite.c): aggregation, the SQLite
+ * store, URL display.
  *
  * PostgreSQL is exercised by tests/integration/cases/test_audit_store.py, which can start a
  * throwaway server; these cases need nothing but a temp dir.
@@ -10,8 +10,6 @@
 #include "audit/store.h"
 #include "common/caps.h"
 #include "common/timefmt.h"
-#include "proxy/admin.h"
-#include "proxy/metrics.h"
 
 #include <check.h>
 #include <pthread.h>
@@ -136,6 +134,20 @@ static struct audit *open_started(const char *url, enum audit_source src, int nw
 
 /* ---- store upsert semantics ---- */
 
+/* One flush to the store: begin, the rows given (NULL: none of that table), commit. */
+static void flush_rows(struct store *st, const struct store_blocked_row *b,
+                       const struct store_route_row *rt)
+{
+    char err[256];
+
+    ck_assert_int_eq(store_sqlite_ops.begin(st, err, sizeof(err)), 0);
+    if (b != NULL)
+        ck_assert_int_eq(store_sqlite_ops.upsert_blocked(st, b, err, sizeof(err)), 0);
+    if (rt != NULL)
+        ck_assert_int_eq(store_sqlite_ops.upsert_route(st, rt, err, sizeof(err)), 0);
+    ck_assert_int_eq(store_sqlite_ops.commit(st, err, sizeof(err)), 0);
+}
+
 START_TEST(sqlite_upsert_semantics)
 {
     struct tmpstore t;
@@ -148,18 +160,12 @@ START_TEST(sqlite_upsert_semantics)
     tmpstore_make(&t);
     st = store_sqlite_ops.open(t.url, err, sizeof(err));
     ck_assert_msg(st != NULL, "%s", err);
-    ck_assert_int_eq(store_sqlite_ops.begin(st, err, sizeof(err)), 0);
-    ck_assert_int_eq(store_sqlite_ops.upsert_blocked(st, &b, err, sizeof(err)), 0);
-    ck_assert_int_eq(store_sqlite_ops.upsert_route(st, &rt, err, sizeof(err)), 0);
-    ck_assert_int_eq(store_sqlite_ops.commit(st, err, sizeof(err)), 0);
+    flush_rows(st, &b, &rt);
 
     /* Counts grow; first_seen keeps the earliest, last_seen the latest. */
     b.count = 3, b.first_ms = 1000, b.last_ms = 2500;
     rt.count = 3, rt.first_ms = 2500, rt.last_ms = 9000;
-    ck_assert_int_eq(store_sqlite_ops.begin(st, err, sizeof(err)), 0);
-    ck_assert_int_eq(store_sqlite_ops.upsert_blocked(st, &b, err, sizeof(err)), 0);
-    ck_assert_int_eq(store_sqlite_ops.upsert_route(st, &rt, err, sizeof(err)), 0);
-    ck_assert_int_eq(store_sqlite_ops.commit(st, err, sizeof(err)), 0);
+    flush_rows(st, &b, &rt);
 
     rows = query(t.url, AUDIT_TABLE_BLOCKED, "run-1");
     ck_assert_int_eq(cJSON_GetArraySize(rows), 1);
@@ -184,13 +190,9 @@ START_TEST(sqlite_upsert_semantics)
     /* A local-egress row meeting the proxy's: both; and it stays both. */
     b.source = "local-egress";
     b.count = 1;
-    ck_assert_int_eq(store_sqlite_ops.begin(st, err, sizeof(err)), 0);
-    ck_assert_int_eq(store_sqlite_ops.upsert_blocked(st, &b, err, sizeof(err)), 0);
-    ck_assert_int_eq(store_sqlite_ops.commit(st, err, sizeof(err)), 0);
+    flush_rows(st, &b, NULL);
     b.source = "proxy";
-    ck_assert_int_eq(store_sqlite_ops.begin(st, err, sizeof(err)), 0);
-    ck_assert_int_eq(store_sqlite_ops.upsert_blocked(st, &b, err, sizeof(err)), 0);
-    ck_assert_int_eq(store_sqlite_ops.commit(st, err, sizeof(err)), 0);
+    flush_rows(st, &b, NULL);
     rows = query(t.url, AUDIT_TABLE_BLOCKED, NULL);
     r = find_row(rows, "evil.example", NULL);
     ck_assert_str_eq(str(r, "source"), "both");
@@ -199,9 +201,7 @@ START_TEST(sqlite_upsert_semantics)
 
     /* Another run is another row, and the run filter tells them apart. */
     b.run_id = "run-2";
-    ck_assert_int_eq(store_sqlite_ops.begin(st, err, sizeof(err)), 0);
-    ck_assert_int_eq(store_sqlite_ops.upsert_blocked(st, &b, err, sizeof(err)), 0);
-    ck_assert_int_eq(store_sqlite_ops.commit(st, err, sizeof(err)), 0);
+    flush_rows(st, &b, NULL);
     rows = query(t.url, AUDIT_TABLE_BLOCKED, NULL);
     ck_assert_int_eq(cJSON_GetArraySize(rows), 2);
     cJSON_Delete(rows);
@@ -587,214 +587,5 @@ Suite *suite_audit(void)
     suite_add_tcase(s, store);
     suite_add_tcase(s, agg);
     suite_add_tcase(s, misc);
-    return s;
-}
-
-/* ---- metrics ---- */
-
-static char *render(void)
-{
-    struct metrics_extra extra = {7, 3};
-    size_t len = 0;
-    char *text = metrics_render(&extra, &len);
-
-    ck_assert_ptr_nonnull(text);
-    ck_assert_uint_eq(strlen(text), len);
-    return text;
-}
-
-static void assert_line(const char *text, const char *line)
-{
-    char want[512];
-
-    snprintf(want, sizeof(want), "\n%s\n", line);
-    ck_assert_msg(strstr(text, want) != NULL, "missing line: %s\n---\n%s", line, text);
-}
-
-START_TEST(metrics_counters)
-{
-    char *text;
-
-    ck_assert_int_eq(metrics_init(2), 0);
-    ck_assert_int_eq(metrics_init(2), -1); /* once */
-    for (int i = 0; i < 3; i++)
-        metrics_request(0, METRICS_D_INJECT, 200, 0.01);
-    metrics_request(1, METRICS_D_BLOCK, 403, 0.001);
-    metrics_request(1, METRICS_D_BLOCK, 403, 0.001);
-    metrics_request(-1, METRICS_D_ERROR, 400, 0.0);
-    metrics_request(5, METRICS_D_ALLOW, 0, 1.0); /* no status: counted as 5xx */
-    metrics_blocked(1);
-    metrics_blocked(1);
-    metrics_injection(0, "OPENAI_API_KEY");
-    metrics_injection(1, "OPENAI_API_KEY");
-    metrics_injection(1, "GITHUB_PAT");
-    for (int i = 0; i < 3; i++)
-        metrics_conn_open(i % 2);
-    metrics_conn_close(1);
-    metrics_tls_handshake(0);
-    metrics_upstream_error(0, METRICS_UE_DNS);
-    metrics_upstream_error(1, METRICS_UE_PROTOCOL);
-    metrics_upstream_error(1, METRICS_UE_PROTOCOL);
-
-    text = render();
-    assert_line(text, "vaultgate_requests_total{decision=\"inject\",code_class=\"2xx\"} 3");
-    assert_line(text, "vaultgate_requests_total{decision=\"block\",code_class=\"4xx\"} 2");
-    assert_line(text, "vaultgate_requests_total{decision=\"error\",code_class=\"4xx\"} 1");
-    assert_line(text, "vaultgate_requests_total{decision=\"allow\",code_class=\"5xx\"} 1");
-    assert_line(text, "vaultgate_requests_total{decision=\"allow\",code_class=\"2xx\"} 0");
-    assert_line(text, "vaultgate_blocked_total 2");
-    assert_line(text, "vaultgate_injections_total{secret=\"OPENAI_API_KEY\"} 2");
-    assert_line(text, "vaultgate_injections_total{secret=\"GITHUB_PAT\"} 1");
-    assert_line(text, "vaultgate_connections_active 2");
-    assert_line(text, "vaultgate_tls_handshakes_total 1");
-    assert_line(text, "vaultgate_cert_cache_hits_total 7");
-    assert_line(text, "vaultgate_cert_cache_misses_total 3");
-    assert_line(text, "vaultgate_upstream_errors_total{kind=\"dns\"} 1");
-    assert_line(text, "vaultgate_upstream_errors_total{kind=\"protocol\"} 2");
-    assert_line(text, "vaultgate_upstream_errors_total{kind=\"timeout\"} 0");
-    /* Every family has HELP and TYPE. */
-    assert_line(text, "# TYPE vaultgate_requests_total counter");
-    assert_line(text, "# TYPE vaultgate_connections_active gauge");
-    assert_line(text, "# TYPE vaultgate_request_duration_seconds histogram");
-    ck_assert_ptr_nonnull(strstr(text, "# HELP vaultgate_blocked_total "));
-    ck_assert(strncmp(text, "# HELP vaultgate_requests_total ", 32) == 0);
-    free(text);
-    metrics_shutdown();
-    ck_assert_ptr_null(metrics_render(NULL, NULL));
-}
-END_TEST
-
-START_TEST(metrics_label_escaping)
-{
-    char *text, name[80];
-
-    ck_assert_int_eq(metrics_init(1), 0);
-    metrics_injection(0, "A\"B\\C\nD");
-    /* Past the label table's bound names count under "(other)"; nothing is lost. */
-    for (int i = 0; i < VG_METRICS_MAX_SECRETS + 5; i++) {
-        snprintf(name, sizeof(name), "S%d", i);
-        metrics_injection(0, name);
-    }
-    text = render();
-    assert_line(text, "vaultgate_injections_total{secret=\"A\\\"B\\\\C\\nD\"} 1");
-    assert_line(text, "vaultgate_injections_total{secret=\"S0\"} 1");
-    assert_line(text, "vaultgate_injections_total{secret=\"(other)\"} 6");
-    free(text);
-    metrics_shutdown();
-}
-END_TEST
-
-START_TEST(metrics_histogram)
-{
-    static const double secs[] = {0.001, 0.005, 0.02, 0.3, 42, 700, -1, 1.0 / 0.0};
-    unsigned long long prev = 0, v, count = 0;
-    char *text, *p;
-    int buckets = 0;
-
-    ck_assert_int_eq(metrics_init(1), 0);
-    for (size_t i = 0; i < sizeof(secs) / sizeof(secs[0]); i++)
-        metrics_request(0, METRICS_D_ALLOW, 200, secs[i]);
-    text = render();
-    /* le is an inclusive upper bound; -1 counts as 0, infinity lands in +Inf only */
-    assert_line(text, "vaultgate_request_duration_seconds_bucket{le=\"0.005\"} 3");
-    assert_line(text, "vaultgate_request_duration_seconds_bucket{le=\"0.01\"} 3");
-    assert_line(text, "vaultgate_request_duration_seconds_bucket{le=\"0.025\"} 4");
-    assert_line(text, "vaultgate_request_duration_seconds_bucket{le=\"0.5\"} 5");
-    assert_line(text, "vaultgate_request_duration_seconds_bucket{le=\"60\"} 6");
-    assert_line(text, "vaultgate_request_duration_seconds_bucket{le=\"600\"} 6");
-    assert_line(text, "vaultgate_request_duration_seconds_bucket{le=\"+Inf\"} 8");
-    assert_line(text, "vaultgate_request_duration_seconds_count 8");
-    /* Cumulative: never decreasing, in order. */
-    for (p = text; (p = strstr(p, "vaultgate_request_duration_seconds_bucket{")) != NULL; p++) {
-        ck_assert_int_eq(sscanf(strchr(p, '}') + 1, " %llu", &v), 1);
-        ck_assert_uint_ge(v, prev);
-        prev = v;
-        buckets++;
-    }
-    ck_assert_int_eq(buckets, 17);
-    p = strstr(text, "vaultgate_request_duration_seconds_sum ");
-    ck_assert_ptr_nonnull(p);
-    ck_assert_int_eq(sscanf(p, "vaultgate_request_duration_seconds_sum %llu", &count), 1);
-    /* 0.001 + 0.005 + 0.02 + 0.3 + 42 + 700, plus infinity clamped to 10^6 */
-    ck_assert_uint_eq(count, 1000742);
-    free(text);
-    metrics_shutdown();
-}
-END_TEST
-
-START_TEST(admin_addr_table)
-{
-    static const struct {
-        const char *addr;
-        bool allow_remote;
-        int ok;
-    } cases[] = {
-        {"127.0.0.1:9090", false, 1},
-        {"127.8.9.10:1", false, 1},
-        {"localhost:9090", false, 1},
-        {"[::1]:9090", false, 1},
-        {"[::ffff:127.0.0.1]:9090", false, 1},
-        {"unix:/run/vaultgate/admin.sock", false, 1},
-        {"0.0.0.0:9090", false, 0},
-        {"0.0.0.0:9090", true, 1},
-        {"10.1.2.3:9090", false, 0},
-        {"10.1.2.3:9090", true, 1},
-        {"[::]:9090", false, 0},
-        {"[::]:9090", true, 1},
-        {"[2001:db8::1]:80", true, 1},
-        {"127.0.0.1", false, 0},
-        {"127.0.0.1:", false, 0},
-        {"127.0.0.1:0", false, 0},
-        {"127.0.0.1:65536", false, 0},
-        {"127.0.0.1:08080", false, 0},
-        {"127.0.0.1:+80", false, 0},
-        {"127.0.0.1:80x", false, 0},
-        {"127.1:9090", false, 0},
-        {"::1:9090", false, 0},
-        {"[::1]9090", false, 0},
-        {"[::1:9090", false, 0},
-        {"[127.0.0.1]:9090", false, 0},
-        {"admin.example:9090", true, 0},
-        {" 127.0.0.1:9090", false, 0},
-        {"unix:relative.sock", false, 0},
-        {"unix:", false, 0},
-        {"", false, 0},
-        {":9090", false, 0},
-    };
-    char err[256], longp[200];
-
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        int rc;
-
-        err[0] = '\0';
-        rc = admin_addr_check(cases[i].addr, cases[i].allow_remote, err, sizeof(err));
-        ck_assert_msg((rc == 0) == cases[i].ok, "'%s' (remote %d): rc %d %s", cases[i].addr,
-                      cases[i].allow_remote, rc, err);
-        if (rc != 0)
-            ck_assert_msg(err[0] != '\0' && strchr(err, '\n') == NULL, "'%s': bad error '%s'",
-                          cases[i].addr, err);
-    }
-    ck_assert_int_eq(admin_addr_check("0.0.0.0:9090", false, err, sizeof(err)), -1);
-    ck_assert_ptr_nonnull(strstr(err, "--admin-allow-remote"));
-    memset(longp, 'a', sizeof(longp));
-    memcpy(longp, "unix:/", 6);
-    longp[sizeof(longp) - 1] = '\0';
-    ck_assert_int_eq(admin_addr_check(longp, false, err, sizeof(err)), -1);
-}
-END_TEST
-
-Suite *suite_metrics(void);
-Suite *suite_metrics(void)
-{
-    Suite *s = suite_create("metrics");
-    TCase *tc = tcase_create("metrics");
-    TCase *ad = tcase_create("admin_addr");
-
-    tcase_add_test(tc, metrics_counters);
-    tcase_add_test(tc, metrics_label_escaping);
-    tcase_add_test(tc, metrics_histogram);
-    tcase_add_test(ad, admin_addr_table);
-    suite_add_tcase(s, tc);
-    suite_add_tcase(s, ad);
     return s;
 }

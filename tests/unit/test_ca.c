@@ -1,5 +1,6 @@
 /*
- * test_ca.c - the per-run CA, leaf minting and the certificate cache (ca/).
+ * test_ca.c - the per-run CA and leaf minting (ca/ca.c, ca/leaf.c); the certificate cache is
+ * test_certcache.c.
  *
  * Every key and certificate is generated here at test time. Chains are checked the way a
  * strict TLS client checks them: X509_verify_cert with the root as the only trust anchor, the
@@ -26,78 +27,16 @@
 #include "ca/leaf.h"
 #include "common/caps.h"
 #include "common/hostname.h"
+#include "tests/unit/testca.h"
 
 Suite *suite_ca(void);
-Suite *suite_certcache(void);
 
 static const char *const names_dns[] = {"example.com", "api.example.com", "other.org"};
 static const char *const names_ip[] = {"192.0.2.1", "2001:db8::1"};
 
-static struct ca *new_ca(bool constrained, const char *const *dns, size_t ndns,
-                         const char *const *ip, size_t nip)
-{
-    struct ca_names names = {constrained, dns, ndns, ip, nip};
-    char err[512] = "";
-    struct ca *ca = ca_new("run-42", &names, err, sizeof(err));
-
-    ck_assert_msg(ca != NULL, "ca_new: %s", err);
-    return ca;
-}
-
 static struct ca *listed_ca(void)
 {
-    return new_ca(true, names_dns, 3, names_ip, 2);
-}
-
-static X509 *roundtrip(X509 *x)
-{
-    unsigned char *der = NULL;
-    const unsigned char *p;
-    int len = i2d_X509(x, &der);
-    X509 *copy;
-
-    ck_assert_int_gt(len, 0);
-    p = der;
-    copy = d2i_X509(NULL, &p, len);
-    ck_assert_ptr_nonnull(copy);
-    OPENSSL_free(der);
-    return copy;
-}
-
-/* X509_V_OK when leaf chains to the root of ca and matches host; else the verify error. */
-static int verify_leaf(const struct ca *ca, X509 *leaf, const char *host)
-{
-    X509_STORE *store = X509_STORE_new();
-    STACK_OF(X509) *untrusted = sk_X509_new_null();
-    X509_STORE_CTX *ctx = X509_STORE_CTX_new();
-    X509 *root = roundtrip(ca_root(ca)), *inter = roundtrip(ca_intermediate(ca));
-    X509 *l = roundtrip(leaf);
-    X509_VERIFY_PARAM *param;
-    char norm[HOSTNAME_BUFSZ];
-    int rc, verr;
-
-    ck_assert(store != NULL && untrusted != NULL && ctx != NULL);
-    ck_assert_int_eq(X509_STORE_add_cert(store, root), 1);
-    ck_assert_int_gt(sk_X509_push(untrusted, inter), 0);
-    ck_assert_int_eq(X509_STORE_CTX_init(ctx, store, l, untrusted), 1);
-    param = X509_STORE_CTX_get0_param(ctx);
-    X509_VERIFY_PARAM_set_flags(param, X509_V_FLAG_X509_STRICT);
-    ck_assert_int_eq(X509_VERIFY_PARAM_set_purpose(param, X509_PURPOSE_SSL_SERVER), 1);
-    if (host != NULL && hostname_normalize(host, strlen(host), norm, sizeof(norm)) == HOSTNAME_DNS)
-        ck_assert_int_eq(X509_VERIFY_PARAM_set1_host(param, host, 0), 1);
-    else if (host != NULL)
-        ck_assert_int_eq(X509_VERIFY_PARAM_set1_ip_asc(param, host), 1);
-    rc = X509_verify_cert(ctx);
-    verr = X509_STORE_CTX_get_error(ctx);
-    X509_STORE_CTX_free(ctx);
-    sk_X509_pop_free(untrusted, X509_free);
-    X509_STORE_free(store);
-    X509_free(root);
-    X509_free(l);
-    ERR_clear_error();
-    if (rc == 1)
-        return X509_V_OK;
-    return verr == X509_V_OK ? -1 : verr;
+    return testca_new(true, names_dns, 3, names_ip, 2);
 }
 
 static X509 *mint(const struct ca *ca, const char *host)
@@ -300,12 +239,12 @@ END_TEST
 
 START_TEST(test_unconstrained_has_no_name_constraints)
 {
-    struct ca *ca = new_ca(false, names_dns, 3, NULL, 0);
+    struct ca *ca = testca_new(false, names_dns, 3, NULL, 0);
     X509 *leaf = mint(ca, "anything.example.net");
 
     ck_assert(!ca_constrained(ca));
     ck_assert_ptr_null(ext_d2i(ca_intermediate(ca), NID_name_constraints, NULL));
-    ck_assert_int_eq(verify_leaf(ca, leaf, "anything.example.net"), X509_V_OK);
+    ck_assert_int_eq(testca_verify(ca, leaf, "anything.example.net"), X509_V_OK);
     ck_assert(ca_permits(ca, "anything.example.net"));
     ck_assert(ca_permits(ca, "203.0.113.9"));
     ck_assert(!ca_permits(ca, "Not.Normalised"));
@@ -416,9 +355,9 @@ START_TEST(test_leaf_verifies)
     struct ca *ca = listed_ca();
     X509 *leaf = mint(ca, "api.example.com");
 
-    ck_assert_int_eq(verify_leaf(ca, leaf, "api.example.com"), X509_V_OK);
+    ck_assert_int_eq(testca_verify(ca, leaf, "api.example.com"), X509_V_OK);
     /* the host check is real: the same chain for another name fails */
-    ck_assert_int_eq(verify_leaf(ca, leaf, "example.com"), X509_V_ERR_HOSTNAME_MISMATCH);
+    ck_assert_int_eq(testca_verify(ca, leaf, "example.com"), X509_V_ERR_HOSTNAME_MISMATCH);
     X509_free(leaf);
     ca_free(&ca);
 }
@@ -442,9 +381,9 @@ START_TEST(test_leaf_ip)
     GENERAL_NAMES_free(san);
     name_entry(X509_get_subject_name(v4), NID_commonName, text, sizeof(text));
     ck_assert_str_eq(text, "");
-    ck_assert_int_eq(verify_leaf(ca, v4, "192.0.2.1"), X509_V_OK);
-    ck_assert_int_eq(verify_leaf(ca, v6, "2001:db8::1"), X509_V_OK);
-    ck_assert_int_eq(verify_leaf(ca, v4, "192.0.2.2"), X509_V_ERR_IP_ADDRESS_MISMATCH);
+    ck_assert_int_eq(testca_verify(ca, v4, "192.0.2.1"), X509_V_OK);
+    ck_assert_int_eq(testca_verify(ca, v6, "2001:db8::1"), X509_V_OK);
+    ck_assert_int_eq(testca_verify(ca, v4, "192.0.2.2"), X509_V_ERR_IP_ADDRESS_MISMATCH);
     X509_free(v4);
     X509_free(v6);
     ca_free(&ca);
@@ -454,7 +393,7 @@ END_TEST
 static void expect_rejected(const struct ca *ca, const char *host)
 {
     X509 *leaf = mint(ca, host); /* leaf_mint does not consult the constraints */
-    int rc = verify_leaf(ca, leaf, host);
+    int rc = testca_verify(ca, leaf, host);
 
     ck_assert_msg(rc == X509_V_ERR_PERMITTED_VIOLATION || rc == X509_V_ERR_EXCLUDED_VIOLATION,
                   "%s: verify gave %d (%s)", host, rc, X509_verify_cert_error_string(rc));
@@ -487,13 +426,13 @@ END_TEST
 START_TEST(test_constraints_v4_in_v6)
 {
     static const char *const ips[] = {"::ffff:192.0.2.9", "[64:ff9b::c000:20a]"};
-    struct ca *ca = new_ca(true, NULL, 0, ips, 2);
+    struct ca *ca = testca_new(true, NULL, 0, ips, 2);
     X509 *leaf = mint(ca, "192.0.2.9");
     char err[256];
 
     ck_assert(ca_permits(ca, "192.0.2.9"));
     ck_assert(ca_permits(ca, "192.0.2.10"));
-    ck_assert_int_eq(verify_leaf(ca, leaf, "192.0.2.9"), X509_V_OK);
+    ck_assert_int_eq(testca_verify(ca, leaf, "192.0.2.9"), X509_V_OK);
     ck_assert(!ca_permits(ca, "::ffff:192.0.2.9"));
     ck_assert_ptr_null(leaf_mint(ca, "::ffff:192.0.2.9", err, sizeof(err)));
     expect_rejected(ca, "192.0.2.1");
@@ -505,7 +444,7 @@ END_TEST
 
 START_TEST(test_constraints_no_names)
 {
-    struct ca *ca = new_ca(true, NULL, 0, NULL, 0);
+    struct ca *ca = testca_new(true, NULL, 0, NULL, 0);
 
     expect_rejected(ca, "example.com");
     expect_rejected(ca, "com");
@@ -520,12 +459,12 @@ START_TEST(test_constraints_one_family)
     /* DNS names only: every address is excluded; one IPv4 only: IPv6 is excluded. */
     static const char *const dns[] = {"a.example"};
     static const char *const ip[] = {"198.51.100.7"};
-    struct ca *ca = new_ca(true, dns, 1, NULL, 0);
+    struct ca *ca = testca_new(true, dns, 1, NULL, 0);
 
     expect_rejected(ca, "198.51.100.7");
     expect_rejected(ca, "::1");
     ca_free(&ca);
-    ca = new_ca(true, NULL, 0, ip, 1);
+    ca = testca_new(true, NULL, 0, ip, 1);
     expect_rejected(ca, "a.example");
     expect_rejected(ca, "2001:db8::7");
     expect_rejected(ca, "198.51.100.8");
@@ -561,7 +500,7 @@ START_TEST(test_permits_matches_verifier)
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         X509 *leaf = mint(ca, cases[i].host);
-        int rc = verify_leaf(ca, leaf, cases[i].host);
+        int rc = testca_verify(ca, leaf, cases[i].host);
 
         ck_assert_msg((rc == X509_V_OK) == cases[i].permitted, "%s: verify %d (%s)", cases[i].host,
                       rc, X509_verify_cert_error_string(rc));
@@ -607,7 +546,7 @@ START_TEST(test_hostile_hosts_refused)
         "a=b",
         "CN=evil.com",
     };
-    struct ca *ca = new_ca(false, NULL, 0, NULL, 0);
+    struct ca *ca = testca_new(false, NULL, 0, NULL, 0);
     char long_label[300 + 5], long_name[VG_HOST_MAX + 8], l64[70];
     char err[256];
 
@@ -648,7 +587,7 @@ END_TEST
 
 START_TEST(test_long_names_accepted)
 {
-    struct ca *ca = new_ca(false, NULL, 0, NULL, 0);
+    struct ca *ca = testca_new(false, NULL, 0, NULL, 0);
     char name[VG_HOST_MAX + 1], l63[70], text[300];
     X509 *leaf;
     GENERAL_NAMES *san;
@@ -663,12 +602,12 @@ START_TEST(test_long_names_accepted)
     GENERAL_NAMES_free(san);
     name_entry(X509_get_subject_name(leaf), NID_commonName, text, sizeof(text));
     ck_assert_str_eq(text, "");
-    ck_assert_int_eq(verify_leaf(ca, leaf, name), X509_V_OK);
+    ck_assert_int_eq(testca_verify(ca, leaf, name), X509_V_OK);
     X509_free(leaf);
     memset(l63, 'c', 63);
     memcpy(l63 + 63, ".com", 5);
     leaf = mint(ca, l63);
-    ck_assert_int_eq(verify_leaf(ca, leaf, l63), X509_V_OK);
+    ck_assert_int_eq(testca_verify(ca, leaf, l63), X509_V_OK);
     X509_free(leaf);
     ca_free(&ca);
 }
@@ -725,7 +664,7 @@ START_TEST(test_long_run_id)
     snprintf(want, sizeof(want), "vaultgate run %s", id);
     ck_assert_str_eq(cn, want);
     leaf = mint(ca, "example.com");
-    ck_assert_int_eq(verify_leaf(ca, leaf, "example.com"), X509_V_OK);
+    ck_assert_int_eq(testca_verify(ca, leaf, "example.com"), X509_V_OK);
     X509_free(leaf);
     ca_free(&ca);
 }
@@ -804,7 +743,7 @@ START_TEST(test_too_many_names)
     {
         X509 *leaf = mint(ca, store[499]);
 
-        ck_assert_int_eq(verify_leaf(ca, leaf, store[499]), X509_V_OK);
+        ck_assert_int_eq(testca_verify(ca, leaf, store[499]), X509_V_OK);
         X509_free(leaf);
     }
     expect_rejected(ca, "host-500.some-long-example-domain.com");
@@ -819,7 +758,7 @@ START_TEST(test_duplicates_and_free_null)
 {
     static const char *const dns[] = {"b.example", "a.example", "b.example"};
     static const char *const ip[] = {"192.0.2.1", "192.0.2.1"};
-    struct ca *ca = new_ca(true, dns, 3, ip, 2);
+    struct ca *ca = testca_new(true, dns, 3, ip, 2);
     NAME_CONSTRAINTS *nc = ext_d2i(ca_intermediate(ca), NID_name_constraints, NULL);
 
     /* a.example, b.example, 192.0.2.1; excluded: .a.example, .b.example, ::/0 */
@@ -829,188 +768,6 @@ START_TEST(test_duplicates_and_free_null)
     ca_free(&ca);
     ca_free(&ca);
     ca_free(NULL);
-}
-END_TEST
-
-/* --- certcache suite ------------------------------------------------------------------- */
-
-static struct ca *cc_ca;
-
-static void cc_setup(void)
-{
-    cc_ca = new_ca(false, NULL, 0, NULL, 0);
-}
-
-static void cc_teardown(void)
-{
-    ca_free(&cc_ca);
-}
-
-static X509 *cc_get(struct certcache *c, const char *host)
-{
-    char err[256] = "";
-    X509 *x = certcache_get(c, host, err, sizeof(err));
-
-    ck_assert_msg(x != NULL, "certcache_get(%s): %s", host, err);
-    return x;
-}
-
-START_TEST(test_cache_hit_miss)
-{
-    struct certcache *c = certcache_new(cc_ca, 10);
-    struct certcache_stats st;
-    X509 *a = cc_get(c, "a.example"), *a2 = cc_get(c, "a.example"), *b = cc_get(c, "b.example");
-
-    ck_assert_ptr_eq(a, a2);
-    ck_assert_ptr_ne(a, b);
-    certcache_stats(c, &st);
-    ck_assert_uint_eq(st.hits, 1);
-    ck_assert_uint_eq(st.misses, 2);
-    ck_assert_uint_eq(st.entries, 2);
-    X509_free(a);
-    X509_free(a2);
-    X509_free(b);
-    /* the cache kept its own reference */
-    a = cc_get(c, "a.example");
-    ck_assert_int_eq(verify_leaf(cc_ca, a, "a.example"), X509_V_OK);
-    X509_free(a);
-    certcache_free(&c);
-    ck_assert_ptr_null(c);
-    certcache_free(&c);
-}
-END_TEST
-
-START_TEST(test_cache_lru_eviction)
-{
-    struct certcache *c = certcache_new_for_test(cc_ca, 3);
-    struct certcache_stats st;
-    X509 *a = cc_get(c, "a.example"), *x;
-
-    X509_free(cc_get(c, "b.example"));
-    X509_free(cc_get(c, "c.example"));
-    X509_free(cc_get(c, "a.example")); /* a is now the most recent; b the least */
-    X509_free(cc_get(c, "d.example")); /* evicts b */
-    certcache_stats(c, &st);
-    ck_assert_uint_eq(st.entries, 3);
-    ck_assert_uint_eq(st.misses, 4);
-    ck_assert_uint_eq(st.hits, 1);
-    x = cc_get(c, "a.example");
-    ck_assert_ptr_eq(x, a); /* still cached */
-    X509_free(x);
-    x = cc_get(c, "c.example"); /* hit: now b is gone, d and a and c remain */
-    X509_free(x);
-    certcache_stats(c, &st);
-    ck_assert_uint_eq(st.hits, 3);
-    X509_free(cc_get(c, "b.example")); /* miss: minted again, evicts d */
-    certcache_stats(c, &st);
-    ck_assert_uint_eq(st.misses, 5);
-    ck_assert_uint_eq(st.entries, 3);
-    X509_free(cc_get(c, "d.example"));
-    certcache_stats(c, &st);
-    ck_assert_uint_eq(st.misses, 6);
-    certcache_free(&c);
-    /* a reference the caller holds outlives the cache */
-    ck_assert_int_eq(verify_leaf(cc_ca, a, "a.example"), X509_V_OK);
-    X509_free(a);
-}
-END_TEST
-
-START_TEST(test_cache_capacity_floor)
-{
-    struct certcache *c = certcache_new(cc_ca, 1);
-    struct certcache_stats st;
-    char host[64];
-
-    for (int i = 0; i <= VG_CERTCACHE_MIN; i++) {
-        snprintf(host, sizeof(host), "h%d.example", i);
-        X509_free(cc_get(c, host));
-    }
-    certcache_stats(c, &st);
-    ck_assert_uint_eq(st.entries, VG_CERTCACHE_MIN);
-    ck_assert_uint_eq(st.misses, VG_CERTCACHE_MIN + 1);
-    X509_free(cc_get(c, "h1.example")); /* still there */
-    X509_free(cc_get(c, "h0.example")); /* evicted first */
-    certcache_stats(c, &st);
-    ck_assert_uint_eq(st.hits, 1);
-    ck_assert_uint_eq(st.misses, VG_CERTCACHE_MIN + 2);
-    certcache_free(&c);
-}
-END_TEST
-
-START_TEST(test_cache_refuses_bad_hosts)
-{
-    struct certcache *c = certcache_new(cc_ca, 0);
-    struct certcache_stats st;
-    char err[256] = "", big[400];
-
-    ck_assert_ptr_null(certcache_get(c, "Bad..Host", err, sizeof(err)));
-    ck_assert_str_ne(err, "");
-    ck_assert_ptr_null(certcache_get(c, "a,DNS:evil.com", err, sizeof(err)));
-    memset(big, 'a', sizeof(big) - 1);
-    big[sizeof(big) - 1] = '\0';
-    ck_assert_ptr_null(certcache_get(c, big, err, sizeof(err)));
-    ck_assert_ptr_null(certcache_get(c, NULL, err, sizeof(err)));
-    certcache_stats(c, &st);
-    ck_assert_uint_eq(st.entries, 0);
-    ck_assert_ptr_null(certcache_new(NULL, 10));
-    certcache_free(&c);
-}
-END_TEST
-
-#define CC_THREADS 4
-#define CC_ROUNDS  1500
-#define CC_HOSTS   40
-
-struct cc_arg {
-    struct certcache *c;
-    int seed;
-    int failures;
-};
-
-static void *cc_worker(void *p)
-{
-    struct cc_arg *a = p;
-    char host[64], err[128];
-
-    for (int i = 0; i < CC_ROUNDS; i++) {
-        X509 *x;
-
-        snprintf(host, sizeof(host), "t%d.example", (i * 7 + a->seed) % CC_HOSTS);
-        x = certcache_get(a->c, host, err, sizeof(err));
-        if (x == NULL || X509_check_host(x, host, 0, 0, NULL) != 1)
-            a->failures++;
-        X509_free(x);
-    }
-    return NULL;
-}
-
-START_TEST(test_cache_threads)
-{
-    struct certcache *c = certcache_new(cc_ca, 0);
-    struct cc_arg args[CC_THREADS];
-    pthread_t th[CC_THREADS];
-    struct certcache_stats st;
-    X509 *x, *y;
-
-    for (int i = 0; i < CC_THREADS; i++) {
-        args[i] = (struct cc_arg){c, i * 13, 0};
-        ck_assert_int_eq(pthread_create(&th[i], NULL, cc_worker, &args[i]), 0);
-    }
-    for (int i = 0; i < CC_THREADS; i++) {
-        pthread_join(th[i], NULL);
-        ck_assert_int_eq(args[i].failures, 0);
-    }
-    certcache_stats(c, &st);
-    ck_assert_uint_eq(st.hits + st.misses, CC_THREADS * CC_ROUNDS);
-    ck_assert_uint_eq(st.entries, CC_HOSTS);
-    ck_assert_uint_ge(st.misses, CC_HOSTS);
-    /* whichever racer won, one certificate per host from now on */
-    x = cc_get(c, "t3.example");
-    y = cc_get(c, "t3.example");
-    ck_assert_ptr_eq(x, y);
-    X509_free(x);
-    X509_free(y);
-    certcache_free(&c);
 }
 END_TEST
 
@@ -1042,22 +799,6 @@ Suite *suite_ca(void)
     tcase_add_test(tc, test_write_root);
     tcase_add_test(tc, test_too_many_names);
     tcase_add_test(tc, test_duplicates_and_free_null);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-Suite *suite_certcache(void)
-{
-    Suite *s = suite_create("certcache");
-    TCase *tc = tcase_create("certcache");
-
-    tcase_set_timeout(tc, 120);
-    tcase_add_checked_fixture(tc, cc_setup, cc_teardown);
-    tcase_add_test(tc, test_cache_hit_miss);
-    tcase_add_test(tc, test_cache_lru_eviction);
-    tcase_add_test(tc, test_cache_capacity_floor);
-    tcase_add_test(tc, test_cache_refuses_bad_hosts);
-    tcase_add_test(tc, test_cache_threads);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,5 +1,5 @@
 /*
- * test_signals.c - the signal table of `vaultgate run` (proxy/signals.c): every signal whose
+ * test_signals.c - the signal table of `vaultgate run` (cli/signals.c): every signal whose
  * default action ends the process is taken, faults and the uncatchable aside; the actions of
  * SPEC §8; the names in log lines.
  */
@@ -7,7 +7,7 @@
 #include <signal.h>
 #include <string.h>
 
-#include "proxy/signals.h"
+#include "cli/signals.h"
 
 /* Default action "ignore", "stop" or "continue": never ends the process, so not taken. */
 static int harmless(int sig)

@@ -24,7 +24,7 @@ import time
 SRC = os.environ.get("VG_SRC") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
 BUILD = os.environ["VG_BUILD"]
-VG_BIN = os.environ.get("VG_BIN") or os.path.join(BUILD, "proxy", "vaultgate")
+VG_BIN = os.environ.get("VG_BIN") or os.path.join(BUILD, "cli", "vaultgate")
 DRIVE = os.path.join(BUILD, "tests", "tools", "audit_drive")
 PG_SH = os.path.join(SRC, "tests", "services", "pg.sh")
 TAG = "it%d%d" % (os.getpid(), int(time.time()))  # run ids unique per invocation

@@ -10,7 +10,7 @@ import tempfile
 
 SRC = os.environ.get("VG_SRC") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
-VG_BIN = os.environ.get("VG_BIN") or os.path.join(SRC, "build", "proxy", "vaultgate")
+VG_BIN = os.environ.get("VG_BIN") or os.path.join(SRC, "build", "cli", "vaultgate")
 EXAMPLE = os.path.join(SRC, "conf", "vault.example.json")
 CATCHALL = os.path.join(SRC, "conf", "vault.catchall.example.json")
 

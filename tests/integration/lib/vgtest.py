@@ -31,7 +31,7 @@ import time
 
 SRC = os.environ.get("VG_SRC") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
-VG_BIN = os.environ.get("VG_BIN") or os.path.join(SRC, "build", "proxy", "vaultgate")
+VG_BIN = os.environ.get("VG_BIN") or os.path.join(SRC, "build", "cli", "vaultgate")
 
 PASS, SKIP = 0, 77
 

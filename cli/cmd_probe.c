@@ -10,12 +10,11 @@
  * redirect takes the connection to vaultgate, and nothing answers on port 22. Otherwise a
  * one-line reason and exit 1. This is a short-lived client: blocking I/O with poll() timeouts.
  */
-#include "proxy/cli.h"
+#include "cli/cli.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -202,21 +201,25 @@ static int probe_port22(const struct probe_opts *o, char *reason, size_t rlen)
     return -1;
 }
 
+/* Sets the target to the IP literal s; o is left alone when s is not one. 0 or -1. */
 static int parse_target(const char *s, struct probe_opts *o)
 {
-    struct sockaddr_in *in = (struct sockaddr_in *)&o->target;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&o->target;
+    struct sockaddr_storage ss = {0};
+    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+    socklen_t len;
 
-    memset(&o->target, 0, sizeof(o->target));
     if (inet_pton(AF_INET, s, &in->sin_addr) == 1) {
         in->sin_family = AF_INET;
-        o->target_len = sizeof(*in);
+        len = sizeof(*in);
     } else if (inet_pton(AF_INET6, s, &in6->sin6_addr) == 1) {
         in6->sin6_family = AF_INET6;
-        o->target_len = sizeof(*in6);
+        len = sizeof(*in6);
     } else {
         return -1;
     }
+    o->target = ss;
+    o->target_len = len;
     snprintf(o->target_text, sizeof(o->target_text), "%s", s);
     return 0;
 }
@@ -233,49 +236,45 @@ static void usage(FILE *out)
             "  --ca FILE     also verify vaultgate's certificate against this CA\n");
 }
 
+static int set_target(void *arg, const char *v)
+{
+    if (parse_target(v, arg) != 0)
+        return cli_usage_error("probe", "--target: not an IP address");
+    return 0;
+}
+
+static int set_timeout(void *arg, const char *v)
+{
+    struct probe_opts *o = arg;
+    char *end;
+    double t = strtod(v, &end);
+
+    if (*v == '\0' || *end != '\0' || !(t > 0 && t <= 300))
+        return cli_usage_error("probe", "--timeout: expected seconds in (0, 300]");
+    o->timeout = t;
+    return 0;
+}
+
+static const struct cli_opt probe_table[] = {
+    {"--target", CLI_SET, .set = set_target},
+    {"--timeout", CLI_SET, .set = set_timeout},
+    {"--ca", CLI_STR, .off = offsetof(struct probe_opts, ca)},
+    {0},
+};
+
 int cmd_probe(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"target", required_argument, NULL, 't'},
-        {"timeout", required_argument, NULL, 'w'},
-        {"ca", required_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
+    static const struct cli_words words = {.whole = true};
+    static const struct cli_spec spec = {"probe", probe_table, usage, NULL, &words};
     struct probe_opts o = {.timeout = 3.0};
-    char reason[512], *end;
-    int c;
+    char reason[512];
+    int rc;
 
     /* A peer that closes early must give a reason line, not a death by SIGPIPE. */
     signal(SIGPIPE, SIG_IGN);
     parse_target("192.0.2.1", &o);
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 't':
-            if (parse_target(optarg, &o) != 0)
-                return cli_usage_error("probe", "--target: not an IP address");
-            break;
-        case 'w':
-            o.timeout = strtod(optarg, &end);
-            if (*optarg == '\0' || *end != '\0' || !(o.timeout > 0 && o.timeout <= 300))
-                return cli_usage_error("probe", "--timeout: expected seconds in (0, 300]");
-            break;
-        case 'c':
-            o.ca = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return EXIT_OK;
-        case ':':
-            return cli_usage_error("probe", "%s needs a value", argv[optind - 1]);
-        default:
-            return cli_usage_error("probe", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error("probe", "unexpected argument '%s'", argv[optind]);
+    if (cli_parse(&spec, argc, argv, &o, &rc) < 0)
+        return rc;
     if (probe_tls(&o, reason, sizeof(reason)) != 0 ||
         probe_port22(&o, reason, sizeof(reason)) != 0) {
         fprintf(stderr, "vaultgate probe: FAIL: %s\n", reason);

@@ -13,7 +13,7 @@
  * ports numeric, interface names from a fixed charset): nothing from the command line is pasted
  * into it unchecked.
  */
-#include "proxy/cli.h"
+#include "cli/cli.h"
 #include "policy/policy.h"
 
 #include <arpa/inet.h>
@@ -21,7 +21,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +40,7 @@ struct nft_opts {
     char dns[INET6_ADDRSTRLEN];
     int dns_v6;
     const char *sandbox_if;
-    int apply;
+    bool apply;
 };
 
 struct nft_buf {
@@ -321,74 +320,95 @@ out:
     return rc;
 }
 
-static int parse_opts(int argc, char **argv, struct nft_opts *o)
-{
-    static const struct option longopts[] = {
-        {"vault", required_argument, NULL, 'v'},
-        {"where", required_argument, NULL, 'w'},
-        {"proxy-ip", required_argument, NULL, 'p'},
-        {"https-port", required_argument, NULL, 's'},
-        {"http-port", required_argument, NULL, 't'},
-        {"dns", required_argument, NULL, 'd'},
-        {"sandbox-if", required_argument, NULL, 'i'},
-        {"apply", no_argument, NULL, 'a'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int c;
+/* ---- options: each value is checked where it is given ---- */
 
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'v':
-            o->vault = optarg;
-            break;
-        case 'w':
-            if (strcmp(optarg, "gateway") != 0 && strcmp(optarg, "sandbox") != 0)
-                return cli_usage_error("nft", "--where: expected gateway or sandbox");
-            o->gateway = strcmp(optarg, "gateway") == 0;
-            break;
-        case 'p':
-            if (parse_ip(optarg, o->proxy_ip, sizeof(o->proxy_ip), &o->proxy_v6) != 0)
-                return cli_usage_error("nft", "--proxy-ip: not an IP address");
-            break;
-        case 's':
-            if (parse_port(optarg, &o->https_port) != 0)
-                return cli_usage_error("nft", "--https-port: expected a port 1-65535");
-            break;
-        case 't':
-            if (parse_port(optarg, &o->http_port) != 0)
-                return cli_usage_error("nft", "--http-port: expected a port 1-65535");
-            break;
-        case 'd':
-            if (parse_ip(optarg, o->dns, sizeof(o->dns), &o->dns_v6) != 0)
-                return cli_usage_error("nft", "--dns: not an IP address");
-            break;
-        case 'i':
-            if (!valid_ifname(optarg))
-                return cli_usage_error("nft", "--sandbox-if: not an interface name");
-            o->sandbox_if = optarg;
-            break;
-        case 'a':
-            o->apply = 1;
-            break;
-        case 'h':
-            usage(stdout);
-            return -1;
-        case ':':
-            return cli_usage_error("nft", "%s needs a value", argv[optind - 1]);
-        default:
-            return cli_usage_error("nft", "unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error("nft", "unexpected argument '%s'", argv[optind]);
-    if (o->vault == NULL)
-        return cli_usage_error("nft", "--vault is required");
-    if (!o->gateway && o->proxy_ip[0] == '\0')
-        return cli_usage_error("nft", "--where sandbox needs --proxy-ip");
+static int set_where(void *arg, const char *v)
+{
+    struct nft_opts *o = arg;
+
+    if (strcmp(v, "gateway") != 0 && strcmp(v, "sandbox") != 0)
+        return cli_usage_error("nft", "--where: expected gateway or sandbox");
+    o->gateway = strcmp(v, "gateway") == 0;
     return 0;
+}
+
+/* An address for option opt, kept in canonical form. 0 or EXIT_USAGE. */
+static int set_ip(const char *opt, const char *v, char *out, size_t outsz, int *v6)
+{
+    if (parse_ip(v, out, outsz, v6) != 0)
+        return cli_usage_error("nft", "%s: not an IP address", opt);
+    return 0;
+}
+
+static int set_proxy_ip(void *arg, const char *v)
+{
+    struct nft_opts *o = arg;
+
+    return set_ip("--proxy-ip", v, o->proxy_ip, sizeof(o->proxy_ip), &o->proxy_v6);
+}
+
+static int set_dns(void *arg, const char *v)
+{
+    struct nft_opts *o = arg;
+
+    return set_ip("--dns", v, o->dns, sizeof(o->dns), &o->dns_v6);
+}
+
+/* A port for option opt. 0 or EXIT_USAGE. */
+static int set_port(const char *opt, const char *v, int *out)
+{
+    if (parse_port(v, out) != 0)
+        return cli_usage_error("nft", "%s: expected a port 1-65535", opt);
+    return 0;
+}
+
+static int set_https_port(void *arg, const char *v)
+{
+    return set_port("--https-port", v, &((struct nft_opts *)arg)->https_port);
+}
+
+static int set_http_port(void *arg, const char *v)
+{
+    return set_port("--http-port", v, &((struct nft_opts *)arg)->http_port);
+}
+
+static int set_sandbox_if(void *arg, const char *v)
+{
+    struct nft_opts *o = arg;
+
+    if (!valid_ifname(v))
+        return cli_usage_error("nft", "--sandbox-if: not an interface name");
+    o->sandbox_if = v;
+    return 0;
+}
+
+static const struct cli_opt nft_table[] = {
+    {"--vault", CLI_STR, .off = offsetof(struct nft_opts, vault)},
+    {"--where", CLI_SET, .set = set_where},
+    {"--proxy-ip", CLI_SET, .set = set_proxy_ip},
+    {"--https-port", CLI_SET, .set = set_https_port},
+    {"--http-port", CLI_SET, .set = set_http_port},
+    {"--dns", CLI_SET, .set = set_dns},
+    {"--sandbox-if", CLI_SET, .set = set_sandbox_if},
+    {"--apply", CLI_FLAG, .off = offsetof(struct nft_opts, apply)},
+    {0},
+};
+
+/* 0 to go on, or -1 with *rc (EXIT_OK after --help). */
+static int parse_opts(int argc, char **argv, struct nft_opts *o, int *rc)
+{
+    static const struct cli_words words = {.whole = true};
+    static const struct cli_spec spec = {"nft", nft_table, usage, NULL, &words};
+
+    if (cli_parse(&spec, argc, argv, o, rc) < 0)
+        return -1;
+    if (o->vault == NULL)
+        *rc = cli_usage_error("nft", "--vault is required");
+    else if (!o->gateway && o->proxy_ip[0] == '\0')
+        *rc = cli_usage_error("nft", "--where sandbox needs --proxy-ip");
+    else
+        return 0;
+    return -1;
 }
 
 int cmd_nft(int argc, char **argv)
@@ -401,9 +421,8 @@ int cmd_nft(int argc, char **argv)
     enum policy_mode mode;
     int rc;
 
-    rc = parse_opts(argc, argv, &o);
-    if (rc != 0)
-        return rc < 0 ? EXIT_OK : rc;
+    if (parse_opts(argc, argv, &o, &rc) < 0)
+        return rc;
     p = policy_load(o.vault, err, sizeof(err));
     if (p == NULL) {
         fprintf(stderr, "vaultgate nft: %s\n", err);

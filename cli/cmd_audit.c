@@ -7,7 +7,7 @@
  * row cannot drive the terminal.
  */
 #include "audit/audit.h"
-#include "proxy/cli.h"
+#include "cli/cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +20,8 @@ struct audit_args {
     const char *store;
     const char *run;
     enum audit_table table;
-    int json;
+    bool have_table;
+    bool json;
 };
 
 static const char *const blocked_cols[] = {"host",      "source", "seen_count", "first_seen",
@@ -28,7 +29,7 @@ static const char *const blocked_cols[] = {"host",      "source", "seen_count", 
 static const char *const route_cols[] = {"host",      "route",  "count", "first_seen",
                                          "last_seen", "run_id", NULL};
 
-static int usage(FILE *out)
+static void usage(FILE *out)
 {
     fprintf(out, "usage: vaultgate audit [--store URL] [blocked|routes] [--run ID] [--json]\n"
                  "\n"
@@ -39,62 +40,37 @@ static int usage(FILE *out)
                  ")\n"
                  "  --run ID     only the rows of this run\n"
                  "  --json       a JSON array of row objects instead of a table\n");
-    return EXIT_OK;
 }
 
-/* "--opt VALUE" or "--opt=VALUE"; 1 when argv[*i] is opt (value in *val), 0 when not, -1 bad. */
-static int opt_value(int argc, char **argv, int *i, const char *opt, const char **val)
+/* The one operand: which table, blocked or routes. 0 taken, -1 not. */
+static int take_table(void *arg, const char *word)
 {
-    size_t n = strlen(opt);
+    struct audit_args *a = arg;
 
-    if (strncmp(argv[*i], opt, n) != 0)
-        return 0;
-    if (argv[*i][n] == '=') {
-        *val = argv[*i] + n + 1;
-        return 1;
-    }
-    if (argv[*i][n] != '\0')
-        return 0;
-    if (*i + 1 >= argc)
+    if (a->have_table)
         return -1;
-    *val = argv[++*i];
-    return 1;
-}
-
-static int parse_args(int argc, char **argv, struct audit_args *a, int *help)
-{
-    int have_table = 0;
-
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r;
-
-        if (cli_is_help(argv[i])) {
-            *help = 1;
-            return 0;
-        }
-        if ((r = opt_value(argc, argv, &i, "--store", &v)) != 0) {
-            if (r < 0 || v[0] == '\0')
-                return cli_usage_error("audit", "--store needs a URL");
-            a->store = v;
-        } else if ((r = opt_value(argc, argv, &i, "--run", &v)) != 0) {
-            if (r < 0 || v[0] == '\0')
-                return cli_usage_error("audit", "--run needs a run id");
-            a->run = v;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            a->json = 1;
-        } else if (!have_table && strcmp(argv[i], "blocked") == 0) {
-            a->table = AUDIT_TABLE_BLOCKED;
-            have_table = 1;
-        } else if (!have_table && strcmp(argv[i], "routes") == 0) {
-            a->table = AUDIT_TABLE_ROUTES;
-            have_table = 1;
-        } else {
-            return cli_usage_error("audit", "unexpected argument '%.64s'", argv[i]);
-        }
-    }
+    if (strcmp(word, "blocked") == 0)
+        a->table = AUDIT_TABLE_BLOCKED;
+    else if (strcmp(word, "routes") == 0)
+        a->table = AUDIT_TABLE_ROUTES;
+    else
+        return -1;
+    a->have_table = true;
     return 0;
 }
+
+#define AUDIT_OPT(field) offsetof(struct audit_args, field)
+
+static const struct cli_opt audit_table[] = {
+    {"--store", CLI_STR, .flags = CLI_NONEMPTY, .off = AUDIT_OPT(store), .what = "a URL"},
+    {"--run", CLI_STR, .flags = CLI_NONEMPTY, .off = AUDIT_OPT(run), .what = "a run id"},
+    {"--json", CLI_FLAG, .off = AUDIT_OPT(json)},
+    {0},
+};
+
+/* An unknown option is an "unexpected argument" too, as it has always been. */
+static const struct cli_words audit_words = {
+    .unknown = "unexpected argument", .whole = true, .empty_needs = true};
 
 /* The cell text of one column, control bytes replaced by '?'. */
 static void cell(const cJSON *row, const char *col, char *out, size_t outsz)
@@ -153,16 +129,14 @@ static void print_table(const cJSON *rows, const char *const *cols)
 
 int cmd_audit(int argc, char **argv)
 {
-    struct audit_args a = {AUDIT_DEFAULT_STORE, NULL, AUDIT_TABLE_BLOCKED, 0};
+    static const struct cli_spec spec = {"audit", audit_table, usage, take_table, &audit_words};
+    struct audit_args a = {.store = AUDIT_DEFAULT_STORE, .table = AUDIT_TABLE_BLOCKED};
     char err[512], shown[512];
     cJSON *rows = NULL;
-    int help = 0, rc;
+    int rc;
 
-    rc = parse_args(argc, argv, &a, &help);
-    if (rc != 0)
+    if (cli_parse(&spec, argc, argv, &a, &rc) < 0)
         return rc;
-    if (help)
-        return usage(stdout);
     if (strcmp(a.store, "off") != 0 && strncmp(a.store, "sqlite:", 7) != 0 &&
         strncmp(a.store, "postgresql://", 13) != 0 && strncmp(a.store, "postgres://", 11) != 0)
         return cli_usage_error("audit", "--store: expected sqlite:PATH, postgresql://... or off");

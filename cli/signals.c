@@ -7,7 +7,7 @@
  * the sanitizers' report) and SIGKILL/SIGSTOP, which nothing can take. Each taken signal either
  * stops cleanly, reloads, or is logged and ignored; SIGPIPE is ignored outright by the caller.
  */
-#include "proxy/signals.h"
+#include "cli/signals.h"
 
 #include <stdio.h>
 #include <string.h>

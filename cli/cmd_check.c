@@ -7,7 +7,7 @@
  * every vault string they echo has passed the redactor (a credential pasted into the wrong
  * field is masked, the JSON path still named).
  */
-#include "proxy/cli.h"
+#include "cli/cli.h"
 #include "common/hostname.h"
 #include "policy/policy.h"
 
@@ -21,79 +21,63 @@
 struct check_opts {
     const char *vault;
     const char *proxy_ip;
-    int json;
+    bool json;
 };
 
-static void check_help(void)
+static void check_help(FILE *out)
 {
-    printf("usage: vaultgate check --vault FILE [--json]\n\n"
-           "Validates a vault file (SPEC §3) and prints its routing mode and the first reason,\n"
-           "the rule, host-entry and secret counts, warnings and notes. Secret values are never\n"
-           "printed.\n\n"
-           "  --vault FILE  the vault to check\n"
-           "  --json        print one JSON object instead of text\n\n"
-           "exit status: 0 valid, 2 usage error, 3 vault invalid or unreadable\n");
+    fprintf(out,
+            "usage: vaultgate check --vault FILE [--json]\n\n"
+            "Validates a vault file (SPEC §3) and prints its routing mode and the first reason,\n"
+            "the rule, host-entry and secret counts, warnings and notes. Secret values are never\n"
+            "printed.\n\n"
+            "  --vault FILE  the vault to check\n"
+            "  --json        print one JSON object instead of text\n\n"
+            "exit status: 0 valid, 2 usage error, 3 vault invalid or unreadable\n");
 }
 
-static void hosts_help(void)
+static void hosts_help(FILE *out)
 {
-    printf("usage: vaultgate hosts --vault FILE --proxy-ip IP\n\n"
-           "Prints one /etc/hosts line \"IP NAME\" per designated host of the vault (the exact\n"
-           "DNS names of its rules and host_policy block entries), for default routing. A vault\n"
-           "that needs catch-all routing (a block default, a wildcard or regex rule or block\n"
-           "entry) cannot be expressed in /etc/hosts: the reason goes to stderr, exit status 1.\n\n"
-           "  --vault FILE    the vault\n"
-           "  --proxy-ip IP   the address the sandbox reaches vaultgate at (IPv4 or IPv6)\n\n"
-           "exit status: 0 ok, 1 the vault needs catch-all routing, 2 usage error,\n"
-           "3 vault invalid or unreadable\n");
+    fprintf(
+        out,
+        "usage: vaultgate hosts --vault FILE --proxy-ip IP\n\n"
+        "Prints one /etc/hosts line \"IP NAME\" per designated host of the vault (the exact\n"
+        "DNS names of its rules and host_policy block entries), for default routing. A vault\n"
+        "that needs catch-all routing (a block default, a wildcard or regex rule or block\n"
+        "entry) cannot be expressed in /etc/hosts: the reason goes to stderr, exit status 1.\n\n"
+        "  --vault FILE    the vault\n"
+        "  --proxy-ip IP   the address the sandbox reaches vaultgate at (IPv4 or IPv6)\n\n"
+        "exit status: 0 ok, 1 the vault needs catch-all routing, 2 usage error,\n"
+        "3 vault invalid or unreadable\n");
 }
 
-/* Value of option `name` at argv[*i] ("--name V" or "--name=V"); NULL if argv[*i] is not it. */
-static const char *opt_value(const char *cmd, int argc, char **argv, int *i, const char *name,
-                             int *bad)
+#define CHECK_OPT(field) offsetof(struct check_opts, field)
+
+/* The words check and hosts have always used: "option --vault needs a value". */
+static const struct cli_words check_words = {.needs = "option ", .whole = true};
+
+static const struct cli_opt check_table[] = {
+    {"--vault", CLI_STR, .off = CHECK_OPT(vault)},
+    {"--json", CLI_FLAG, .off = CHECK_OPT(json)},
+    {0},
+};
+
+static const struct cli_opt hosts_table[] = {
+    {"--vault", CLI_STR, .off = CHECK_OPT(vault)},
+    {"--proxy-ip", CLI_STR, .off = CHECK_OPT(proxy_ip)},
+    {0},
+};
+
+/* Parses the options of check or hosts (spec), --vault required; -1 with *rc to stop, else 0. */
+static int parse_opts(const struct cli_spec *spec, int argc, char **argv, struct check_opts *o,
+                      int *rc)
 {
-    size_t n = strlen(name);
-
-    if (strncmp(argv[*i], name, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        *bad = cli_usage_error(cmd, "option %s needs a value", name);
-        return NULL;
-    }
-    return argv[++*i];
-}
-
-/* Parses the options of check (hosts=0) or hosts (hosts=1). 0, 1 after --help, or EXIT_USAGE. */
-static int parse_opts(const char *cmd, int hosts, int argc, char **argv, struct check_opts *o)
-{
-    int bad = 0;
-    const char *v;
-
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i]))
-            return 1;
-        if ((v = opt_value(cmd, argc, argv, &i, "--vault", &bad)) != NULL)
-            o->vault = v;
-        else if (hosts && (v = opt_value(cmd, argc, argv, &i, "--proxy-ip", &bad)) != NULL)
-            o->proxy_ip = v;
-        else if (!hosts && strcmp(argv[i], "--json") == 0)
-            o->json = 1;
-        else if (bad != 0)
-            return bad;
-        else if (argv[i][0] == '-')
-            return cli_usage_error(cmd, "unknown option '%s'", argv[i]);
-        else
-            return cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
-    }
-    if (o->vault == NULL || o->vault[0] == '\0')
-        return cli_usage_error(cmd, "missing required option --vault FILE");
-    if (hosts && (o->proxy_ip == NULL || o->proxy_ip[0] == '\0'))
-        return cli_usage_error(cmd, "missing required option --proxy-ip IP");
-    return 0;
+    if (cli_parse(spec, argc, argv, o, rc) < 0)
+        return -1;
+    if (o->vault != NULL && o->vault[0] != '\0')
+        return 0;
+    *rc = cli_usage_error(spec->cmd, "missing required option --vault FILE");
+    return -1;
 }
 
 static void print_text(const char *file, const struct policy *p)
@@ -171,16 +155,13 @@ static int print_json(const char *file, const struct policy *p, const char *err)
 
 int cmd_check(int argc, char **argv)
 {
+    static const struct cli_spec spec = {"check", check_table, check_help, NULL, &check_words};
     struct check_opts o = {0};
     char err[CHECK_ERR_MAX] = "";
     struct policy *p = NULL;
-    int rc = parse_opts("check", 0, argc, argv, &o);
+    int rc;
 
-    if (rc == 1) {
-        check_help();
-        return EXIT_OK;
-    }
-    if (rc != 0)
+    if (parse_opts(&spec, argc, argv, &o, &rc) < 0)
         return rc;
     p = policy_load(o.vault, err, sizeof(err));
     if (o.json) {
@@ -217,18 +198,17 @@ static void print_hosts(const struct policy *p, const char *ip)
 
 int cmd_hosts(int argc, char **argv)
 {
+    static const struct cli_spec spec = {"hosts", hosts_table, hosts_help, NULL, &check_words};
     struct check_opts o = {0};
     char err[CHECK_ERR_MAX] = "", ip[HOSTNAME_BUFSZ];
     struct policy *p = NULL;
     const char *reason = NULL;
-    int rc = parse_opts("hosts", 1, argc, argv, &o), kind;
+    int rc, kind;
 
-    if (rc == 1) {
-        hosts_help();
-        return EXIT_OK;
-    }
-    if (rc != 0)
+    if (parse_opts(&spec, argc, argv, &o, &rc) < 0)
         return rc;
+    if (o.proxy_ip == NULL || o.proxy_ip[0] == '\0')
+        return cli_usage_error("hosts", "missing required option --proxy-ip IP");
     kind = hostname_normalize(o.proxy_ip, strlen(o.proxy_ip), ip, sizeof(ip));
     if (kind != HOSTNAME_IPV4 && kind != HOSTNAME_IPV6)
         return cli_usage_error("hosts", "option --proxy-ip: '%s' is not an IPv4 or IPv6 address",

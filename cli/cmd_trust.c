@@ -7,7 +7,7 @@
  * Node's own store, so it names the root alone. The root file is checked to hold exactly one
  * self-signed CA certificate and nothing else (no key material ever goes into a bundle).
  */
-#include "proxy/cli.h"
+#include "cli/cli.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -49,38 +49,32 @@ static void trust_usage(FILE *out)
             "bundle; NODE_EXTRA_CA_CERTS names the root alone (Node adds it to its own store).\n");
 }
 
+#define TRUST_OPT(field) offsetof(struct trust_opts, field)
+
+static const struct cli_opt trust_table[] = {
+    {"--ca", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = TRUST_OPT(ca), .what = "a FILE"},
+    {"--bundle-out", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = TRUST_OPT(bundle),
+     .what = "a FILE"},
+    {"--system-roots", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = TRUST_OPT(roots),
+     .what = "a FILE"},
+    {0},
+};
+
+/* The words trust has always used: "unknown argument '--x'", "--ca given twice". */
+static const struct cli_words trust_words = {.unknown = "unknown argument",
+                                             .stray = "unknown argument",
+                                             .repeated = "given twice",
+                                             .whole = true,
+                                             .empty_needs = true};
+
 /* Parses argv into o. Returns -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, struct trust_opts *o)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i], *val;
-        const char **slot;
-        size_t n;
+    static const struct cli_spec spec = {"trust", trust_table, trust_usage, NULL, &trust_words};
+    int rc;
 
-        if (cli_is_help(arg)) {
-            trust_usage(stdout);
-            return EXIT_OK;
-        }
-        if (strncmp(arg, "--ca", 4) == 0 && (arg[4] == '\0' || arg[4] == '='))
-            slot = &o->ca, n = 4;
-        else if (strncmp(arg, "--bundle-out", 12) == 0 && (arg[12] == '\0' || arg[12] == '='))
-            slot = &o->bundle, n = 12;
-        else if (strncmp(arg, "--system-roots", 14) == 0 && (arg[14] == '\0' || arg[14] == '='))
-            slot = &o->roots, n = 14;
-        else
-            return cli_usage_error("trust", "unknown argument '%s'", arg);
-        if (arg[n] == '=')
-            val = arg + n + 1;
-        else if (i + 1 < argc)
-            val = argv[++i];
-        else
-            return cli_usage_error("trust", "%.*s needs a FILE", (int)n, arg);
-        if (*slot != NULL)
-            return cli_usage_error("trust", "%.*s given twice", (int)n, arg);
-        if (val[0] == '\0')
-            return cli_usage_error("trust", "%.*s needs a FILE", (int)n, arg);
-        *slot = val;
-    }
+    if (cli_parse(&spec, argc, argv, o, &rc) < 0)
+        return rc;
     if (o->ca == NULL)
         return cli_usage_error("trust", "--ca FILE is required");
     return -1;

@@ -1,7 +1,7 @@
 /*
  * main.c - the vaultgate binary: dispatches to one subcommand (SPEC §2).
  */
-#include "proxy/cli.h"
+#include "cli/cli.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -6,13 +6,13 @@
  * audit store (exit 4) all exist before the first worker accepts a connection; a command-line
  * error prints one line naming the option and exits 2; no listener is in the listening state
  * before the last of them succeeded. The process is not dumpable (also after --user) and writes
- * no core. Signals are taken by the main thread alone (proxy/signals.h has the table):
+ * no core. Signals are taken by the main thread alone (cli/signals.h has the table):
  * SIGTERM, SIGINT, SIGQUIT (and SIGXCPU, SIGPWR) stop accepting, let requests in flight finish
  * for at most VG_STOP_GRACE_SECONDS, flush the audit store and exit 0; SIGUSR1, SIGUSR2 and the
  * other signals that would end the process by default are logged and change nothing; SIGPIPE is
- * ignored. SIGHUP reloads the vault on the main thread, off the workers' path: a valid vault is
- * swapped in atomically, an invalid one keeps the old policy; either way /v1/status says what
- * happened until the next reload.
+ * ignored. SIGHUP reloads the vault on the main thread, off the workers' path (cli/reload.h): a
+ * valid vault is swapped in atomically, an invalid one keeps the old policy; either way
+ * /v1/status says what happened until the next reload.
  */
 #include "audit/audit.h"
 #include "audit/log.h"
@@ -22,11 +22,12 @@
 #include "common/timefmt.h"
 #include "policy/policy.h"
 #include "proxy/admin.h"
-#include "proxy/cli.h"
+#include "cli/cli.h"
 #include "proxy/listen.h"
 #include "proxy/worker.h"
 #include "proxy/metrics.h"
-#include "proxy/signals.h"
+#include "cli/reload.h"
+#include "cli/signals.h"
 #include "proxy/upstream.h"
 
 #include <errno.h>
@@ -34,7 +35,6 @@
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,32 +46,25 @@
 
 #include <openssl/rand.h>
 
-#define RUN_CMD          "run"
-#define RUN_MAX_REPEAT   64 /* values of one repeatable option */
-#define RUN_MAX_WARNINGS 64
-#define RUN_PATH_MAX     4096
-
-struct run_list {
-    const char *v[RUN_MAX_REPEAT];
-    size_t n;
-};
+#define RUN_CMD      "run"
+#define RUN_PATH_MAX 4096
 
 struct run_opts {
     const char *vault;
-    struct run_list https, http, proxy, resolve, dns, allow_private;
+    struct cli_list https, http, proxy, resolve, dns, allow_private;
     const char *admin;
     const char *ca_out;
     const char *state_dir;
     bool admin_allow_remote;
     const char *audit;
-    enum audit_source audit_source;
+    int audit_source; /* enum audit_source */
     const char *upstream_ca;
     const char *upstream_proxy;
     int threads;
     const char *user;
     double vault_wait;
     int max_conns; /* 0: from RLIMIT_NOFILE */
-    enum log_level log_level;
+    int log_level; /* enum log_level */
     bool http_none;
 };
 
@@ -91,11 +84,7 @@ struct run_state {
     bool metrics_up;
     struct admin *admin;
     struct worker *workers;
-    pthread_mutex_t warn_lock;
-    char *reload_warnings[RUN_MAX_WARNINGS];
-    size_t nreload_warnings;
-    char *static_warnings[RUN_MAX_WARNINGS];
-    size_t nstatic_warnings;
+    struct reload_warnings warnings;
 };
 
 static void usage(FILE *out)
@@ -129,171 +118,69 @@ static void usage(FILE *out)
                  "  --log-level LEVEL      error, warn, info, debug (info)\n");
 }
 
-/* ---- option parsing --------------------------------------------------------------------- */
+/* ---- options ---------------------------------------------------------------------------- */
 
-static int list_add(struct run_list *l, const char *opt, const char *v)
+/* `none` disables the plain-HTTP listener (with an address too, a usage error later). */
+static int set_listen_http(void *arg, const char *v)
 {
-    if (l->n >= RUN_MAX_REPEAT)
-        return cli_usage_error(RUN_CMD, "%s: more than %d values", opt, RUN_MAX_REPEAT);
-    l->v[l->n++] = v;
-    return 0;
-}
+    struct run_opts *o = arg;
 
-static int set_once(const char **slot, const char *opt, const char *v)
-{
-    if (*slot != NULL)
-        return cli_usage_error(RUN_CMD, "%s given more than once", opt);
-    if (v[0] == '\0')
-        return cli_usage_error(RUN_CMD, "%s: empty value", opt);
-    *slot = v;
-    return 0;
-}
-
-static int parse_number(const char *opt, const char *v, double lo, double hi, double *out)
-{
-    char *end = NULL;
-    double d;
-
-    errno = 0;
-    d = strtod(v, &end);
-    if (v[0] == '\0' || *end != '\0' || errno != 0 || !(d >= lo && d <= hi))
-        return cli_usage_error(RUN_CMD, "%s: expected a number from %g to %g, got '%s'", opt, lo,
-                               hi, v);
-    *out = d;
-    return 0;
-}
-
-/* Applies one option with its value (NULL for flags). 0 or EXIT_USAGE. */
-static int apply_opt(struct run_opts *o, const char *name, const char *v, bool *seen_threads,
-                     bool *seen_wait, bool *seen_level, bool *seen_source)
-{
-    double d;
-
-    if (strcmp(name, "--max-connections") == 0) {
-        if (o->max_conns != 0)
-            return cli_usage_error(RUN_CMD, "%s given more than once", name);
-        if (parse_number(name, v, 1, VG_CONN_MAX_LIMIT, &d) != 0)
-            return EXIT_USAGE;
-        if (d != (double)(int)d)
-            return cli_usage_error(RUN_CMD, "%s: expected an integer, got '%s'", name, v);
-        o->max_conns = (int)d;
+    if (strcmp(v, "none") == 0) {
+        o->http_none = true;
         return 0;
     }
-    if (strcmp(name, "--vault") == 0)
-        return set_once(&o->vault, name, v);
-    if (strcmp(name, "--listen-https") == 0)
-        return list_add(&o->https, name, v);
-    if (strcmp(name, "--listen-http") == 0) {
-        if (strcmp(v, "none") == 0) {
-            o->http_none = true;
-            return 0;
-        }
-        return list_add(&o->http, name, v);
-    }
-    if (strcmp(name, "--listen-proxy") == 0)
-        return strcmp(v, "none") == 0 ? 0 : list_add(&o->proxy, name, v);
-    if (strcmp(name, "--admin") == 0)
-        return set_once(&o->admin, name, v);
-    if (strcmp(name, "--ca-out") == 0)
-        return set_once(&o->ca_out, name, v);
-    if (strcmp(name, "--state-dir") == 0)
-        return set_once(&o->state_dir, name, v);
-    if (strcmp(name, "--audit") == 0)
-        return set_once(&o->audit, name, v);
-    if (strcmp(name, "--audit-source") == 0) {
-        if (*seen_source)
-            return cli_usage_error(RUN_CMD, "%s given more than once", name);
-        *seen_source = true;
-        if (strcmp(v, "proxy") == 0)
-            o->audit_source = AUDIT_SOURCE_PROXY;
-        else if (strcmp(v, "local-egress") == 0)
-            o->audit_source = AUDIT_SOURCE_LOCAL_EGRESS;
-        else
-            return cli_usage_error(RUN_CMD, "%s: expected proxy or local-egress, got '%s'", name,
-                                   v);
-        return 0;
-    }
-    if (strcmp(name, "--resolve") == 0)
-        return list_add(&o->resolve, name, v);
-    if (strcmp(name, "--dns-server") == 0)
-        return list_add(&o->dns, name, v);
-    if (strcmp(name, "--allow-private") == 0)
-        return list_add(&o->allow_private, name, v);
-    if (strcmp(name, "--upstream-ca") == 0)
-        return set_once(&o->upstream_ca, name, v);
-    if (strcmp(name, "--upstream-proxy") == 0)
-        return set_once(&o->upstream_proxy, name, v);
-    if (strcmp(name, "--user") == 0)
-        return set_once(&o->user, name, v);
-    if (strcmp(name, "--threads") == 0) {
-        if (*seen_threads)
-            return cli_usage_error(RUN_CMD, "%s given more than once", name);
-        *seen_threads = true;
-        if (parse_number(name, v, 1, VG_WORKERS_MAX, &d) != 0)
-            return EXIT_USAGE;
-        if (d != (double)(int)d)
-            return cli_usage_error(RUN_CMD, "%s: expected an integer, got '%s'", name, v);
-        o->threads = (int)d;
-        return 0;
-    }
-    if (strcmp(name, "--vault-wait") == 0) {
-        if (*seen_wait)
-            return cli_usage_error(RUN_CMD, "%s given more than once", name);
-        *seen_wait = true;
-        return parse_number(name, v, 0, 86400, &o->vault_wait);
-    }
-    if (strcmp(name, "--log-level") == 0) {
-        if (*seen_level)
-            return cli_usage_error(RUN_CMD, "%s given more than once", name);
-        *seen_level = true;
-        if (log_parse_level(v, &o->log_level) < 0)
-            return cli_usage_error(RUN_CMD, "%s: expected error, warn, info or debug, got '%s'",
-                                   name, v);
-        return 0;
-    }
-    return cli_usage_error(RUN_CMD, "unknown option '%s'", name);
+    return cli_list_add(RUN_CMD, "--listen-http", &o->http, v);
 }
+
+/* `none` is the default: no explicit proxy listener. */
+static int set_listen_proxy(void *arg, const char *v)
+{
+    struct run_opts *o = arg;
+
+    return strcmp(v, "none") == 0 ? 0 : cli_list_add(RUN_CMD, "--listen-proxy", &o->proxy, v);
+}
+
+#define RUN_OPT(field) offsetof(struct run_opts, field)
+
+/* In the order of audit_source and log_level. */
+static const char *const audit_sources[] = {"proxy", "local-egress", NULL};
+static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
+
+static const struct cli_opt run_table[] = {
+    {"--vault", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(vault)},
+    {"--listen-https", CLI_LIST, .off = RUN_OPT(https)},
+    {"--listen-http", CLI_SET, .set = set_listen_http},
+    {"--listen-proxy", CLI_SET, .set = set_listen_proxy},
+    {"--admin", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(admin)},
+    {"--admin-allow-remote", CLI_FLAG, .off = RUN_OPT(admin_allow_remote)},
+    {"--ca-out", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(ca_out)},
+    {"--state-dir", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(state_dir)},
+    {"--audit", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(audit)},
+    {"--audit-source", CLI_ENUM, .flags = CLI_ONCE, .off = RUN_OPT(audit_source),
+     .choices = audit_sources},
+    {"--resolve", CLI_LIST, .off = RUN_OPT(resolve)},
+    {"--dns-server", CLI_LIST, .off = RUN_OPT(dns)},
+    {"--allow-private", CLI_LIST, .off = RUN_OPT(allow_private)},
+    {"--upstream-ca", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(upstream_ca)},
+    {"--upstream-proxy", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(upstream_proxy)},
+    {"--user", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(user)},
+    {"--threads", CLI_INT, .flags = CLI_ONCE, .off = RUN_OPT(threads), .lo = 1,
+     .hi = VG_WORKERS_MAX},
+    {"--vault-wait", CLI_SECONDS, .flags = CLI_ONCE, .off = RUN_OPT(vault_wait), .lo = 0,
+     .hi = 86400},
+    {"--max-connections", CLI_INT, .flags = CLI_ONCE, .off = RUN_OPT(max_conns), .lo = 1,
+     .hi = VG_CONN_MAX_LIMIT},
+    {"--log-level", CLI_ENUM, .flags = CLI_ONCE, .off = RUN_OPT(log_level), .choices = log_levels},
+    {0},
+};
 
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
-    static const char *const with_value[] = {
-        "--vault",      "--listen-https", "--listen-http",    "--listen-proxy",    "--admin",
-        "--ca-out",     "--state-dir",    "--audit",          "--audit-source",    "--resolve",
-        "--dns-server", "--upstream-ca",  "--upstream-proxy", "--allow-private",   "--threads",
-        "--user",       "--vault-wait",   "--log-level",      "--max-connections",
-    };
-    bool seen_threads = false, seen_wait = false, seen_level = false, seen_source = false;
+    static const struct cli_spec spec = {RUN_CMD, run_table, NULL, NULL, NULL};
+    int rc;
 
-    for (int i = 1; i < argc; i++) {
-        char name[64];
-        const char *a = argv[i], *eq, *v = NULL;
-        bool takes = false;
-        int rc;
-
-        if (strncmp(a, "--", 2) != 0)
-            return cli_usage_error(RUN_CMD, "unexpected argument '%s'", a);
-        eq = strchr(a, '=');
-        snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
-        if (strcmp(name, "--admin-allow-remote") == 0) {
-            if (eq != NULL)
-                return cli_usage_error(RUN_CMD, "%s takes no value", name);
-            o->admin_allow_remote = true;
-            continue;
-        }
-        for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
-            takes = takes || strcmp(name, with_value[k]) == 0;
-        if (!takes)
-            return cli_usage_error(RUN_CMD, "unknown option '%s'", name);
-        if (eq != NULL)
-            v = eq + 1;
-        else if (i + 1 < argc)
-            v = argv[++i];
-        else
-            return cli_usage_error(RUN_CMD, "%s needs a value", name);
-        rc = apply_opt(o, name, v, &seen_threads, &seen_wait, &seen_level, &seen_source);
-        if (rc != 0)
-            return rc;
-    }
+    if (cli_parse(&spec, argc, argv, o, &rc) < 0)
+        return rc;
     if (o->vault == NULL)
         return cli_usage_error(RUN_CMD, "--vault is required");
     return 0;
@@ -418,10 +305,7 @@ static void run_status(void *arg, cJSON *obj)
         if (rs->sh.audit != NULL && as.enabled && !as.healthy)
             cJSON_AddItemToArray(arr, cJSON_CreateString("audit store unhealthy: counts are kept "
                                                          "in memory and retried"));
-        pthread_mutex_lock(&rs->warn_lock);
-        add_strings(arr, (const char *const *)rs->static_warnings, rs->nstatic_warnings);
-        add_strings(arr, (const char *const *)rs->reload_warnings, rs->nreload_warnings);
-        pthread_mutex_unlock(&rs->warn_lock);
+        reload_warnings_json(&rs->warnings, arr);
     }
     arr = cJSON_AddArrayToObject(obj, "notes");
     if (arr != NULL) {
@@ -455,37 +339,6 @@ static void run_metrics_extra(void *arg, void *extra)
     me->cert_cache_misses = st.misses;
 }
 
-static void warn_add(struct run_state *rs, bool reload, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void warn_add(struct run_state *rs, bool reload, const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    char **arr = reload ? rs->reload_warnings : rs->static_warnings;
-    size_t *n = reload ? &rs->nreload_warnings : &rs->nstatic_warnings;
-
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    pthread_mutex_lock(&rs->warn_lock);
-    if (*n < RUN_MAX_WARNINGS) {
-        arr[*n] = strdup(buf);
-        if (arr[*n] != NULL)
-            (*n)++;
-    }
-    pthread_mutex_unlock(&rs->warn_lock);
-}
-
-static void warn_clear_reload(struct run_state *rs)
-{
-    pthread_mutex_lock(&rs->warn_lock);
-    for (size_t i = 0; i < rs->nreload_warnings; i++)
-        free(rs->reload_warnings[i]);
-    rs->nreload_warnings = 0;
-    pthread_mutex_unlock(&rs->warn_lock);
-}
-
 /* ---- start-up steps --------------------------------------------------------------------- */
 
 static void harden(void)
@@ -509,20 +362,6 @@ static long nofile_limit(void)
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
         return 1L << 20;
     return (long)rl.rlim_cur;
-}
-
-/* A vault holds secrets: warn (status and log) when group or others may read it. */
-static void check_vault_mode(struct run_state *rs)
-{
-    struct stat st;
-
-    if (stat(rs->o->vault, &st) != 0 || (st.st_mode & (S_IRGRP | S_IROTH)) == 0)
-        return;
-    warn_add(rs, true, "the vault file is readable by group or others (mode %04o): make it 0600",
-             (unsigned)(st.st_mode & 07777));
-    log_eventf(LOG_WARN, "vault_mode", "vault_readable",
-               "the vault file is readable by group or others (mode %04o)",
-               (unsigned)(st.st_mode & 07777));
 }
 
 /* Loads the vault, retrying for up to wait seconds. NULL + err. */
@@ -634,41 +473,6 @@ static void own_sqlite(const char *url, const struct passwd *pw)
     }
 }
 
-/* ---- reload ----------------------------------------------------------------------------- */
-
-static void run_reload(struct run_state *rs)
-{
-    char err[512];
-    struct policy *p = policy_load(rs->o->vault, err, sizeof(err));
-    const struct policy_name *names;
-    const char *reason = NULL;
-    size_t n;
-    int outside = 0;
-
-    warn_clear_reload(rs);
-    check_vault_mode(rs);
-    if (p == NULL) {
-        warn_add(rs, true, "vault reload failed, the previous policy stays: %s", err);
-        log_eventf(LOG_WARN, "reload", "vault_invalid", "%s", err);
-        return;
-    }
-    if (policy_mode(p, &reason) != rs->sh.mode)
-        warn_add(rs, true, "relaunch required: the vault needs %s routing (%s)",
-                 policy_mode_name(policy_mode(p, NULL)), reason != NULL ? reason : "");
-    names = policy_names(p, &n);
-    for (size_t i = 0; i < n; i++) {
-        if (ca_constrained(rs->sh.ca) && !ca_permits(rs->sh.ca, names[i].name)) {
-            if (outside++ == 0)
-                warn_add(rs, true, "relaunch required: %s is outside the CA's name constraints",
-                         names[i].name);
-        }
-    }
-    worker_policy_swap(&rs->sh, p);
-    worker_refresh_all(rs->workers, rs->sh.nworkers);
-    log_eventf(LOG_INFO, "reload", "vault_loaded", "rules=%zu host_entries=%zu",
-               policy_rule_count(p), policy_host_entry_count(p));
-}
-
 /* ---- main ------------------------------------------------------------------------------- */
 
 static void log_start(struct run_state *rs)
@@ -721,7 +525,7 @@ static int wait_signals(struct run_state *rs, const sigset_t *set)
         signal_origin(&si, origin, sizeof(origin));
         switch (signals_action(sig)) {
         case SIGNALS_RELOAD:
-            run_reload(rs);
+            reload_vault(&rs->warnings, rs->o->vault, &rs->sh, rs->workers);
             break;
         case SIGNALS_IGNORE:
             log_eventf(LOG_INFO, "signal", "signal_ignored", "%s: ignored", origin);
@@ -795,7 +599,7 @@ static int run_setup_admin(struct run_state *rs, char *err, size_t errlen)
     else
         snprintf(rs->audit_url, sizeof(rs->audit_url), "%s", o->audit);
     if (strcmp(rs->audit_url, "off") == 0)
-        warn_add(rs, false, "audit is off: refusals are not recorded");
+        reload_warn(&rs->warnings, true, "audit is off: refusals are not recorded");
     ops.status = run_status;
     ops.ready = run_ready;
     ops.metrics_extra = run_metrics_extra;
@@ -824,7 +628,7 @@ static int run_setup(struct run_state *rs, char *err, size_t errlen)
     rs->sh.mode = policy_mode(rs->sh.policy, &reason);
     snprintf(rs->mode_reason, sizeof(rs->mode_reason), "%s", reason != NULL ? reason : "");
     snprintf(rs->run_id, sizeof(rs->run_id), "%s", policy_run_id(rs->sh.policy));
-    check_vault_mode(rs);
+    reload_check_vault_mode(&rs->warnings, o->vault);
     if (run_setup_ca(rs, pw, err, errlen) < 0 || run_setup_listeners(rs, err, errlen) < 0 ||
         run_setup_admin(rs, err, errlen) < 0)
         return EXIT_ENFORCE;
@@ -859,10 +663,7 @@ static void run_teardown(struct run_state *rs)
         metrics_shutdown();
     free(rs->pem);
     rs->pem = NULL;
-    warn_clear_reload(rs);
-    for (size_t i = 0; i < rs->nstatic_warnings; i++)
-        free(rs->static_warnings[i]);
-    rs->nstatic_warnings = 0;
+    reload_warnings_free(&rs->warnings);
 }
 
 int cmd_run(int argc, char **argv)
@@ -889,7 +690,7 @@ int cmd_run(int argc, char **argv)
     log_set_level(o.log_level);
     rs.o = &o;
     pthread_mutex_init(&rs.sh.policy_lock, NULL);
-    pthread_mutex_init(&rs.warn_lock, NULL);
+    reload_warnings_init(&rs.warnings);
     rs.sh.nworkers = o.threads;
     rs.sh.upcfg = &uc;
 

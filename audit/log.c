@@ -169,6 +169,7 @@ static void put_fields(struct line *l, const struct log_fields *f)
     PUT_STR(l, "client", f->client);
     PUT_STR(l, "listener", f->listener);
     PUT_STR(l, "host", f->host);
+    PUT_STR(l, "proto", f->proto);
     PUT_STR(l, "route", f->route);
     PUT_STR(l, "decision", f->decision);
     if (f->rule >= 0)

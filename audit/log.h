@@ -24,6 +24,7 @@ struct log_fields {
     const char *client;   /* client address "ip:port" */
     const char *listener; /* e.g. "https 127.0.0.1:8443" */
     const char *host;     /* normalised host */
+    const char *proto;    /* the client's protocol: http/1.1 | h2 */
     const char *route;    /* direct | tunnel | refused */
     const char *decision; /* inject | allow | block | error */
     int rule;             /* rule index */

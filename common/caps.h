@@ -63,6 +63,22 @@
 #define VG_CONN_BUSY_RESERVE 64
 #define VG_CONN_MAX_LIMIT    1000000
 
+/* HTTP/2 (SPEC §10, proxy/h2conn.c). A stream's response waits in a buffer of its own of at most
+ * VG_H2_STREAM_OUT_CAP bytes (the rest stays in the upstream's socket); a stream's request body
+ * is bounded by its flow-control window (VG_H2_STREAM_WINDOW): a slow stream stalls only
+ * itself. Floods are counted per connection over VG_H2_FLOOD_WINDOW seconds. */
+#define VG_H2_MAX_STREAMS      100
+#define VG_H2_HPACK_TABLE      4096
+#define VG_H2_STREAM_OUT_CAP   (64 * 1024)
+#define VG_H2_STREAM_WINDOW    (64 * 1024)
+#define VG_H2_MAX_CONTINUATION 16 /* CONTINUATION frames per header block */
+#define VG_H2_FLOOD_WINDOW     10
+#define VG_H2_MAX_SETTINGS     100 /* SETTINGS frames per flood window */
+#define VG_H2_MAX_PINGS        100
+#define VG_H2_MAX_PRIORITY     1000
+#define VG_H2_MAX_EMPTY_DATA   1000 /* DATA frames without payload or END_STREAM */
+#define VG_H2_MAX_RESETS       100  /* streams reset by the client, beyond twice those completed */
+
 /* Reflection masking (SPEC §4, proxy/mask.c). A form of a secret is at most three times the
  * secret (percent-encoding); base64 of user:secret (user <= 256) stays below that. Decoded
  * gzip/deflate output per response is capped: past it the response is aborted. */

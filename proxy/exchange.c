@@ -96,6 +96,7 @@ void exch_log_request(struct exchange *x, const char *route, const char *reason)
         return;
     exch_fields(x, &f);
     f.route = route;
+    f.proto = x->cc->proto;
     f.decision = decision_name(x->mdec);
     if (x->rule >= 0 && x->cc->policy != NULL) {
         policy_rule_info(x->cc->policy, (size_t)x->rule, &ri);

@@ -67,6 +67,7 @@ struct exch_conn {
     bool proxy;                /* accepted on the explicit-proxy listener */
     bool host_fixed;           /* one host for the connection; else each request names its own */
     int default_port;          /* the port a Host may name besides none and the listener's */
+    const char *proto;         /* the client's protocol for log lines: "http/1.1", "h2" */
     bool draining;             /* stop requested: no new requests on this connection */
     /* caches */
     struct policy *policy; /* snapshot of the last request (a new one only after a reload) */

@@ -18,6 +18,7 @@
  */
 #include "proxy/h1conn.h"
 #include "proxy/h1conn_int.h"
+#include "proxy/h2conn.h"
 #include "audit/audit.h"
 #include "ca/ca.h"
 #include "ca/certcache.h"
@@ -635,11 +636,36 @@ static void client_write_cb(struct bufferevent *bev, void *arg)
     h1_leave(c);
 }
 
+/* The handshake chose h2: the connection goes on as an HTTP/2 transport (h2conn.c). */
+static void h1_to_h2(struct h1conn *c)
+{
+    struct bufferevent *bev = c->io.bev;
+
+    evtimer_del(c->timer);
+    tls_server_ssl_detach(bufferevent_openssl_get_ssl(bev));
+    c->io.bev = NULL; /* the HTTP/2 transport's from here, even when it cannot start */
+    if (h2conn_start(&c->link, &c->cc, bev, c->busy) < 0)
+        h1_close(c, "oom");
+    else
+        h1_handover(c);
+}
+
+static bool h1_alpn_h2(const struct h1conn *c)
+{
+    const unsigned char *p = NULL;
+    unsigned int n = 0;
+
+    SSL_get0_alpn_selected(bufferevent_openssl_get_ssl(c->io.bev), &p, &n);
+    return n == 2 && memcmp(p, "h2", 2) == 0;
+}
+
 static void h1_handshake_done(struct h1conn *c)
 {
     c->handshake_done = true;
     metrics_tls_handshake(c->cc.w->id);
-    if (c->busy)
+    if (h1_alpn_h2(c))
+        h1_to_h2(c);
+    else if (c->busy)
         h1_busy(c);
     else
         h1_begin(c);
@@ -837,6 +863,7 @@ static struct h1conn *h1_new(struct worker *w, const struct listen_addr *la, evu
     c->cc.la = la;
     c->cc.id = worker_attach(w, &c->link, &h1_link_ops);
     c->cc.proxy = la->kind == LISTEN_PROXY;
+    c->cc.proto = "http/1.1";
     c->cc.default_port = la->kind == LISTEN_HTTPS ? H1_HTTPS_PORT : H1_HTTP_PORT;
     h1_addr_text(sa, c->cc.client_addr, sizeof(c->cc.client_addr));
     c->timer = evtimer_new(w->base, timer_cb, c);

@@ -157,6 +157,12 @@ void http1_trailers_filter(struct http_head *t);
 int http1_write_error(struct evbuffer *out, int status, const char *error_type, const char *details,
                       const char *host, bool close);
 
+/* The two parts of such a response that do not depend on HTTP/1.1's framing: the Proxy-Status
+ * value ("vaultgate; error=...; details=\"...\"") appended to ps, and the text body to body.
+ * 0 or -1 (a status or type that cannot be written). */
+int http1_error_parts(int status, const char *error_type, const char *details, const char *host,
+                      struct evbuffer *ps, struct evbuffer *body);
+
 /*
  * Splits a Host header value (or authority) "host[:port]" / "[v6][:port]". Writes the
  * normalised host to host (HOSTNAME_BUFSZ) and the port (0 when absent). 0 or -1 when the

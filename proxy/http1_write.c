@@ -530,21 +530,17 @@ static void put_details(struct evbuffer *b, const char *s, bool quoted)
     }
 }
 
-int http1_write_error(struct evbuffer *out, int status, const char *error_type, const char *details,
-                      const char *host, bool close)
+int http1_error_parts(int status, const char *error_type, const char *details, const char *host,
+                      struct evbuffer *ps, struct evbuffer *body)
 {
-    struct evbuffer *body = NULL, *head = NULL;
-    char norm[HOSTNAME_BUFSZ], line[64];
-    int rc = -1;
+    char norm[HOSTNAME_BUFSZ];
 
     if (status < 100 || status > 599 || (error_type != NULL && !error_type_ok(error_type)))
-        goto cleanup;
+        return -1;
     if (host != NULL && hostname_normalize(host, strlen(host), norm, sizeof(norm)) < 0)
         host = NULL;
     else if (host != NULL)
         host = norm;
-    if ((body = evbuffer_new()) == NULL || (head = evbuffer_new()) == NULL)
-        goto cleanup;
     evbuffer_add_printf(body, "vaultgate: %d ", status);
     if (details != NULL)
         put_details(body, details, false);
@@ -553,16 +549,29 @@ int http1_write_error(struct evbuffer *out, int status, const char *error_type, 
     if (host != NULL)
         evbuffer_add_printf(body, ": %s", host);
     evbuffer_add(body, "\n", 1);
-
-    evbuffer_add_printf(head, "HTTP/1.1 %03d %s\r\nProxy-Status: vaultgate", status,
-                        reason_for(status));
+    evbuffer_add(ps, "vaultgate", 9);
     if (error_type != NULL)
-        evbuffer_add_printf(head, "; error=%s", error_type);
+        evbuffer_add_printf(ps, "; error=%s", error_type);
     if (details != NULL) {
-        evbuffer_add(head, "; details=\"", 11);
-        put_details(head, details, true);
-        evbuffer_add(head, "\"", 1);
+        evbuffer_add(ps, "; details=\"", 11);
+        put_details(ps, details, true);
+        evbuffer_add(ps, "\"", 1);
     }
+    return 0;
+}
+
+int http1_write_error(struct evbuffer *out, int status, const char *error_type, const char *details,
+                      const char *host, bool close)
+{
+    struct evbuffer *body = evbuffer_new(), *head = evbuffer_new();
+    char line[64];
+    int rc = -1;
+
+    if (body == NULL || head == NULL)
+        goto cleanup;
+    evbuffer_add_printf(head, "HTTP/1.1 %03d %s\r\nProxy-Status: ", status, reason_for(status));
+    if (http1_error_parts(status, error_type, details, host, head, body) < 0)
+        goto cleanup;
     snprintf(line, sizeof(line), "\r\nContent-Length: %zu\r\n", evbuffer_get_length(body));
     evbuffer_add_printf(head, "\r\nContent-Type: text/plain; charset=utf-8%s", line);
     evbuffer_add(head, "Cache-Control: no-store\r\n", 25);

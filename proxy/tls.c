@@ -150,20 +150,21 @@ static int client_hello_cb(SSL *ssl, int *al, void *arg)
 static int alpn_select_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                           const unsigned char *in, unsigned int inlen, void *arg)
 {
-    static const unsigned char h11[] = "\x08http/1.1";
+    /* ours, in order of preference (SPEC §10): h2 when the client offers it */
+    static const unsigned char ours[] = "\x02h2\x08http/1.1";
     unsigned char *sel = NULL;
     unsigned char sellen = 0;
 
     (void)ssl;
     (void)arg;
-    if (SSL_select_next_proto(&sel, &sellen, h11, sizeof(h11) - 1, in, inlen) ==
+    if (SSL_select_next_proto(&sel, &sellen, ours, sizeof(ours) - 1, in, inlen) ==
         OPENSSL_NPN_NEGOTIATED) {
         *out = sel;
         *outlen = sellen;
         return SSL_TLSEXT_ERR_OK;
     }
-    /* No http/1.1 on offer (h2 only): answer without ALPN; the client then speaks HTTP/1.1 or
-     * gives up, either way it never gets h2 from us. */
+    /* Nothing we speak on offer: answer without ALPN; the client then speaks HTTP/1.1 or gives
+     * up. */
     return SSL_TLSEXT_ERR_NOACK;
 }
 

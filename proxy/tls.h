@@ -19,7 +19,8 @@ struct tls_leaf {
 };
 
 /*
- * A server SSL_CTX: TLS 1.2 and 1.3 only, ECDHE X25519/P-256, ECDSA suites, ALPN http/1.1,
+ * A server SSL_CTX: TLS 1.2 and 1.3 only, ECDHE X25519/P-256, ECDSA suites, ALPN h2 (preferred)
+ * and http/1.1,
  * session tickets keyed by ticket_keys (80 bytes, shared by every worker so a ticket from one
  * worker resumes on another), no server-side session cache, released buffers on idle
  * connections. The certificate is chosen per connection by the ClientHello callback.

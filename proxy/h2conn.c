@@ -1,0 +1,917 @@
+/*
+ * h2conn.c - the HTTP/2 client transport (see h2conn.h): an nghttp2 server session over the
+ * client's TLS bufferevent, one exchange per stream, flow control, the abuse limits of SPEC §10
+ * and the connection's timers.
+ *
+ * Guarantees:
+ * - Frames are parsed and written by nghttp2 only; its HTTP messaging checks are off and
+ *   h2msg.c applies RFC 9113 §8 to every request before an exchange sees it.
+ * - Flow control: a request's DATA is given back to the client's stream window only once its
+ *   exchange took it, so a stream whose upstream is slow stalls only itself; a response waits
+ *   in at most VG_H2_STREAM_OUT_CAP bytes per stream, and nghttp2 writes DATA only while the
+ *   connection's output is under VG_CONN_OUT_CAP.
+ * - Abuse: at most VG_H2_MAX_STREAMS concurrent streams, an HPACK table of 4096 bytes; a client
+ *   that resets streams faster than they complete, or floods CONTINUATION, SETTINGS, PING,
+ *   PRIORITY or empty DATA frames gets GOAWAY (ENHANCE_YOUR_CALM) and is closed.
+ * - The transport never calls an exchange from inside nghttp2's callbacks for events the
+ *   exchange did not ask for: buffered body bytes and drain notices run from the loop.
+ * - h2_close() is the only teardown; it frees every stream (and its exchange) first.
+ */
+#include "proxy/h2conn.h"
+#include "audit/log.h"
+#include "common/caps.h"
+#include "proxy/bevio.h"
+#include "proxy/exchange.h"
+#include "proxy/h2msg.h"
+#include "proxy/listen.h"
+#include "proxy/metrics.h"
+#include "proxy/reason.h"
+#include "proxy/tls.h"
+#include "proxy/worker.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <nghttp2/nghttp2.h>
+
+#define H2_T_IDLE      75  /* no stream open */
+#define H2_T_HEAD      30  /* a header block begun and not finished */
+#define H2_T_BODY_IDLE 300 /* a stream with no DATA either way */
+#define H2_T_TICK      5   /* how often stream deadlines are looked at */
+#define H2_NV_MAX      (VG_HEAD_MAX_FIELDS * 2 + 8)
+
+struct h2s;
+
+struct h2conn {
+    struct worker_link link; /* first: the worker's list holds &c->link */
+    struct exch_conn cc;
+    struct bevio io;
+    nghttp2_session *ng;
+    struct event *timer;  /* the tick of deadlines */
+    struct event *resume; /* streams with work for their exchange, run from the loop */
+    struct h2s *streams;
+    size_t nstreams;
+    time_t idle_since; /* no stream open since */
+    int depth;
+    bool freed;
+    bool busy;     /* over the connection limit: 503 to each request, then GOAWAY */
+    bool draining; /* GOAWAY sent: open streams finish, then the connection closes */
+    bool calm;     /* GOAWAY ENHANCE_YOUR_CALM sent: close once it is out */
+    /* abuse counters over the current flood window */
+    time_t flood_start;
+    unsigned settings, pings, priorities, empty_data, resets, completed;
+    unsigned continuation; /* CONTINUATION frames of the header block under way */
+    time_t head_since;     /* a header block begun (0: none) */
+};
+
+enum h2s_state {
+    H2S_HEADERS = 0, /* the request's field section is arriving */
+    H2S_EXCHANGE,    /* its exchange has it */
+    H2S_ENDED,       /* the exchange finished; DATA may still be on its way out */
+};
+
+struct h2s {
+    struct h2s *prev, *next;
+    struct h2conn *c;
+    int32_t id;
+    enum h2s_state state;
+    struct h2req req;
+    struct exchange *x;
+    struct timespec t0;
+    time_t last_io;
+    struct evbuffer *in;  /* request DATA the exchange has not taken yet */
+    struct evbuffer *out; /* response bytes for DATA frames */
+    nghttp2_nv *tnv;      /* trailers waiting for the end of the DATA */
+    size_t ntnv;
+    char *tbuf;
+    bool body_wanted; /* the exchange takes body bytes (ops->more came) */
+    bool body_paused; /* exchange_body said stop */
+    bool in_end;      /* END_STREAM from the client */
+    bool body_ended;  /* exchange_body_end was called */
+    bool out_eof;     /* the response is complete on the exchange's side */
+    bool deferred;    /* the data provider is waiting for bytes */
+    bool want_drain;  /* the exchange waits for room */
+    bool work;        /* queued for the resume event */
+};
+
+static void h2_free(struct h2conn *c);
+static void h2_send(struct h2conn *c);
+
+/* ---- small helpers ---------------------------------------------------------------------- */
+
+static void h2_log(const struct h2conn *c, enum log_level lvl, const char *event,
+                   const char *reason)
+{
+    struct log_fields f = LOG_FIELDS_INIT;
+
+    if (!log_enabled(lvl))
+        return;
+    f.conn = c->cc.id;
+    f.client = c->cc.client_addr;
+    f.listener = c->cc.la->label;
+    f.host = c->cc.host[0] != '\0' ? c->cc.host : NULL;
+    f.reason = reason;
+    log_event(lvl, event, &f);
+}
+
+static void h2_enter(struct h2conn *c)
+{
+    c->depth++;
+}
+
+static void h2_leave(struct h2conn *c)
+{
+    if (--c->depth == 0 && c->freed)
+        h2_free(c);
+}
+
+static time_t h2_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec;
+}
+
+/* Marks s for the resume event (buffered body bytes, a drain notice, a body end). */
+static void h2_work(struct h2s *s)
+{
+    struct h2conn *c = s->c;
+
+    s->work = true;
+    if (c->resume != NULL)
+        event_active(c->resume, EV_TIMEOUT, 1);
+}
+
+/* GOAWAY with code; the connection closes once it is written. */
+static void h2_goaway(struct h2conn *c, uint32_t code, const char *reason)
+{
+    if (c->calm)
+        return;
+    h2_log(c, LOG_WARN, "h2_goaway", reason);
+    c->calm = code != NGHTTP2_NO_ERROR;
+    nghttp2_session_terminate_session(c->ng, code);
+}
+
+/* ---- streams ---------------------------------------------------------------------------- */
+
+static struct h2s *h2s_new(struct h2conn *c, int32_t id)
+{
+    struct h2s *s = calloc(1, sizeof(*s));
+
+    if (s == NULL)
+        return NULL;
+    s->in = evbuffer_new();
+    s->out = evbuffer_new();
+    if (s->in == NULL || s->out == NULL) {
+        if (s->in != NULL)
+            evbuffer_free(s->in);
+        if (s->out != NULL)
+            evbuffer_free(s->out);
+        free(s);
+        return NULL;
+    }
+    s->c = c;
+    s->id = id;
+    h2req_init(&s->req);
+    clock_gettime(CLOCK_MONOTONIC, &s->t0);
+    s->last_io = s->t0.tv_sec;
+    s->next = c->streams;
+    if (c->streams != NULL)
+        c->streams->prev = s;
+    c->streams = s;
+    c->nstreams++;
+    return s;
+}
+
+/* The one teardown of a stream (nghttp2 closed it, or the connection goes). */
+static void h2s_free(struct h2s *s)
+{
+    struct h2conn *c = s->c;
+
+    exchange_free(&s->x);
+    if (s->prev != NULL)
+        s->prev->next = s->next;
+    else
+        c->streams = s->next;
+    if (s->next != NULL)
+        s->next->prev = s->prev;
+    c->nstreams--;
+    if (c->nstreams == 0)
+        c->idle_since = h2_now();
+    h2req_free(&s->req);
+    evbuffer_free(s->in);
+    evbuffer_free(s->out);
+    free(s->tnv);
+    free(s->tbuf);
+    free(s);
+}
+
+/* Gives n bytes of a stream's DATA back to the client's stream window. */
+static void h2s_consumed(struct h2s *s, size_t n)
+{
+    if (n > 0)
+        nghttp2_session_consume_stream(s->c->ng, s->id, n);
+}
+
+/* ---- the exchange's side of a stream ---------------------------------------------------- */
+
+static ssize_t h2_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len,
+                            uint32_t *flags, nghttp2_data_source *src, void *user);
+
+static int h2_resp_head(void *t, struct http_head *h, enum exch_body body, uint64_t len, bool close)
+{
+    struct h2s *s = t;
+    nghttp2_nv nv[H2_NV_MAX];
+    char buf[VG_HEAD_MAX_BYTES];
+    nghttp2_data_provider dp = {{.ptr = s}, h2_data_read};
+    int n = h2msg_nv(h, h->status, body == EXCH_BODY_LENGTH, len, nv, H2_NV_MAX, buf, sizeof(buf));
+
+    (void)close;
+    if (n < 0)
+        return -1;
+    if (h->status < 200)
+        return nghttp2_submit_headers(s->c->ng, NGHTTP2_FLAG_NONE, s->id, NULL, nv, (size_t)n,
+                                      NULL) < 0
+                   ? -1
+                   : 0;
+    return nghttp2_submit_response(s->c->ng, s->id, nv, (size_t)n,
+                                   body == EXCH_BODY_NONE ? NULL : &dp) < 0
+               ? -1
+               : 0;
+}
+
+static void h2s_resume_data(struct h2s *s)
+{
+    if (s->deferred) {
+        s->deferred = false;
+        nghttp2_session_resume_data(s->c->ng, s->id);
+    }
+}
+
+static int h2_resp_body(void *t, struct evbuffer *buf)
+{
+    struct h2s *s = t;
+
+    s->last_io = h2_now();
+    if (evbuffer_add_buffer(s->out, buf) < 0)
+        return -1;
+    h2s_resume_data(s);
+    return 0;
+}
+
+/* Keeps the trailers (copied) for the end of the DATA. 0 or -1. */
+static int h2s_keep_trailers(struct h2s *s, struct http_head *trailers)
+{
+    nghttp2_nv nv[H2_NV_MAX];
+    char buf[VG_HEAD_MAX_BYTES];
+    size_t total = 0, off = 0;
+    int n = h2msg_nv(trailers, -1, false, 0, nv, H2_NV_MAX, buf, sizeof(buf));
+
+    if (n <= 0)
+        return n;
+    for (int i = 0; i < n; i++)
+        total += nv[i].namelen + nv[i].valuelen;
+    s->tnv = calloc((size_t)n, sizeof(*s->tnv));
+    s->tbuf = malloc(total + 1);
+    if (s->tnv == NULL || s->tbuf == NULL)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        s->tnv[i] = nv[i];
+        memcpy(s->tbuf + off, nv[i].name, nv[i].namelen);
+        s->tnv[i].name = (uint8_t *)s->tbuf + off;
+        off += nv[i].namelen;
+        memcpy(s->tbuf + off, nv[i].value, nv[i].valuelen);
+        s->tnv[i].value = (uint8_t *)s->tbuf + off;
+        off += nv[i].valuelen;
+    }
+    s->ntnv = (size_t)n;
+    return 0;
+}
+
+static int h2_resp_end(void *t, struct http_head *trailers)
+{
+    struct h2s *s = t;
+
+    if (trailers != NULL && h2s_keep_trailers(s, trailers) < 0)
+        return -1;
+    s->out_eof = true;
+    h2s_resume_data(s);
+    return 0;
+}
+
+/* An answer of vaultgate's own on this stream: Proxy-Status and a short text body. */
+static int h2_resp_error(void *t, int status, const char *type, const char *details,
+                         const char *host)
+{
+    struct h2s *s = t;
+    struct evbuffer *ps = evbuffer_new();
+    struct http_head h;
+    int rc = -1;
+
+    httphead_init(&h);
+    if (ps == NULL || http1_error_parts(status, type, details, host, ps, s->out) < 0)
+        goto out;
+    if (httphead_set_status_line(&h, 2, status, "", 0) == 0 &&
+        httphead_add(&h, "proxy-status", 12, (const char *)evbuffer_pullup(ps, -1),
+                     evbuffer_get_length(ps)) == 0 &&
+        httphead_add(&h, "content-type", 12, "text/plain; charset=utf-8", 25) == 0 &&
+        httphead_add(&h, "cache-control", 13, "no-store", 8) == 0 &&
+        h2_resp_head(s, &h, EXCH_BODY_LENGTH, evbuffer_get_length(s->out), false) == 0) {
+        s->out_eof = true;
+        rc = 0;
+    }
+out:
+    httphead_reset(&h);
+    if (ps != NULL)
+        evbuffer_free(ps);
+    return rc;
+}
+
+static size_t h2_room(void *t)
+{
+    struct h2s *s = t;
+    size_t have = evbuffer_get_length(s->out);
+
+    if (have < VG_H2_STREAM_OUT_CAP && bevio_pending(&s->c->io) < VG_CONN_OUT_CAP)
+        return VG_H2_STREAM_OUT_CAP - have;
+    s->want_drain = true;
+    return 0;
+}
+
+static void h2_more(void *t)
+{
+    struct h2s *s = t;
+
+    s->body_wanted = true;
+    s->body_paused = false;
+    h2_work(s); /* what waits in s->in goes in from the loop */
+}
+
+/* Frames go out from the loop, never inside the exchange's call: writing may end the stream
+ * (nghttp2 closes it once both sides sent END_STREAM), which frees the exchange. */
+static void h2_flush(void *t)
+{
+    struct h2s *s = t;
+
+    if (s->c->resume != NULL)
+        event_active(s->c->resume, EV_TIMEOUT, 1);
+}
+
+static void h2_finished(void *t, enum exch_end how)
+{
+    struct h2s *s = t;
+
+    s->state = H2S_ENDED;
+    if (how == EXCH_END_ABORT || how == EXCH_END_UPGRADE || how == EXCH_END_CONNECT)
+        nghttp2_submit_rst_stream(s->c->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+    else
+        s->c->completed++;
+    /* the exchange is done with this stream; what it produced waits in s->out */
+    exchange_free(&s->x);
+    if (s->c->busy)
+        h2_goaway(s->c, NGHTTP2_NO_ERROR, "connection_limit");
+    h2_work(s); /* the bytes go out from the loop */
+}
+
+static const struct exchange_ops h2_exchange_ops = {
+    h2_resp_head, h2_resp_body, h2_resp_end, h2_resp_error, h2_room, h2_more, h2_flush, h2_finished,
+};
+
+/* nghttp2 asks for the next DATA of a response. */
+static ssize_t h2_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len,
+                            uint32_t *flags, nghttp2_data_source *src, void *user)
+{
+    struct h2s *s = src->ptr;
+    size_t n = evbuffer_get_length(s->out);
+
+    if (n == 0 && !s->out_eof) {
+        s->deferred = true;
+        return NGHTTP2_ERR_DEFERRED;
+    }
+    if (n > len)
+        n = len;
+    if (n > 0 && evbuffer_remove(s->out, buf, n) != (int)n)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    s->last_io = h2_now();
+    if (s->want_drain && evbuffer_get_length(s->out) <= VG_H2_STREAM_OUT_CAP / 2)
+        h2_work(s);
+    if (s->out_eof && evbuffer_get_length(s->out) == 0) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+        if (s->ntnv > 0) {
+            *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+            nghttp2_submit_trailer(ng, id, s->tnv, s->ntnv);
+        }
+    }
+    return (ssize_t)n;
+}
+
+/* ---- requests --------------------------------------------------------------------------- */
+
+/* The request's field section is complete: its exchange takes it, or it is refused. */
+static void h2s_request(struct h2s *s, bool end_stream)
+{
+    struct h2conn *c = s->c;
+    enum h2req_verdict v = h2req_finish(&s->req, end_stream);
+
+    if (v == H2REQ_MALFORMED) {
+        h2_log(c, LOG_INFO, "h2_stream_refused", s->req.why);
+        nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_PROTOCOL_ERROR);
+        return;
+    }
+    s->x = exchange_new(&c->cc, &h2_exchange_ops, s, &s->t0);
+    if (s->x == NULL) {
+        nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        return;
+    }
+    exchange_count_in(s->x, s->req.bytes);
+    s->state = H2S_EXCHANGE;
+    s->in_end = end_stream;
+    s->body_ended = end_stream;
+    if (c->busy)
+        exchange_reject(s->x, 503, VG_PS_CONN_LIMIT, "too many connections, retry later",
+                        VG_R_CONN_LIMIT);
+    else if (v == H2REQ_ANSWER)
+        exchange_reject(s->x, s->req.status,
+                        s->req.status == 405 ? VG_PS_REQUEST_DENIED : VG_PS_REQUEST_ERROR,
+                        s->req.why, s->req.status == 431 ? VG_R_BAD_REQUEST : VG_R_PROTOCOL_ERROR);
+    else
+        exchange_request(s->x, &s->req.msg);
+}
+
+/* Feeds what waits in s->in to the exchange while it takes it; then the end of the body. */
+static void h2s_feed(struct h2s *s)
+{
+    while (s->x != NULL && s->body_wanted && !s->body_paused && evbuffer_get_length(s->in) > 0) {
+        struct evbuffer_iovec v;
+        int rc;
+
+        if (evbuffer_peek(s->in, -1, NULL, &v, 1) < 1)
+            break;
+        rc = exchange_body(s->x, v.iov_base, v.iov_len);
+        evbuffer_drain(s->in, v.iov_len);
+        h2s_consumed(s, v.iov_len);
+        if (rc < 0 || s->x == NULL)
+            return;
+        if (rc == 1)
+            s->body_paused = true;
+    }
+    if (s->x != NULL)
+        exchange_flush(s->x);
+    if (s->x != NULL && s->in_end && !s->body_ended && evbuffer_get_length(s->in) == 0 &&
+        s->body_wanted) {
+        s->body_ended = true;
+        exchange_body_end(s->x);
+    }
+}
+
+/* The loop runs what streams left for it: body bytes, body ends, drain notices. */
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct h2conn *c = arg;
+    struct h2s *s, *next;
+
+    h2_enter(c);
+    for (s = c->streams; s != NULL && !c->freed; s = next) {
+        next = s->next;
+        if (!s->work)
+            continue;
+        s->work = false;
+        h2s_feed(s);
+        if (s->x != NULL && s->want_drain &&
+            evbuffer_get_length(s->out) <= VG_H2_STREAM_OUT_CAP / 2 &&
+            bevio_pending(&c->io) < VG_CONN_OUT_CAP) {
+            s->want_drain = false;
+            exchange_drained(s->x);
+        }
+    }
+    if (!c->freed)
+        h2_send(c);
+    h2_leave(c);
+}
+
+/* ---- nghttp2 callbacks ------------------------------------------------------------------ */
+
+static struct h2s *stream_of(struct h2conn *c, int32_t id)
+{
+    return nghttp2_session_get_stream_user_data(c->ng, id);
+}
+
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *user)
+{
+    struct h2conn *c = user;
+    struct h2s *s;
+
+    c->continuation = 0;
+    c->head_since = h2_now();
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    s = h2s_new(c, f->hd.stream_id);
+    if (s == NULL)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    nghttp2_session_set_stream_user_data(ng, f->hd.stream_id, s);
+    return 0;
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name, size_t nlen,
+                     const uint8_t *value, size_t vlen, uint8_t flags, void *user)
+{
+    struct h2s *s = stream_of(user, f->hd.stream_id);
+
+    if (s == NULL)
+        return 0;
+    if (f->headers.cat == NGHTTP2_HCAT_REQUEST) {
+        h2req_field(&s->req, name, nlen, value, vlen);
+        return 0;
+    }
+    /* a trailer section of the request: checked, then dropped as for HTTP/1.1 */
+    return h2req_trailer_field(name, nlen, value, vlen) < 0 ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE
+                                                            : 0;
+}
+
+static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *user)
+{
+    struct h2conn *c = user;
+    struct h2s *s = stream_of(c, id);
+
+    nghttp2_session_consume_connection(ng, len);
+    if (s == NULL || s->state != H2S_EXCHANGE || s->x == NULL) {
+        if (s != NULL)
+            h2s_consumed(s, len); /* answered already: the rest is discarded */
+        return 0;
+    }
+    s->last_io = h2_now();
+    exchange_count_in(s->x, len);
+    if (h2req_data(&s->req, len, false) < 0)
+        return nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_PROTOCOL_ERROR);
+    if (evbuffer_add(s->in, data, len) < 0)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    if (s->body_wanted && !s->body_paused)
+        h2_work(s);
+    return 0;
+}
+
+/* Counts a frame of a kind a client could flood with; past the limit, GOAWAY. */
+static void h2_flood(struct h2conn *c, unsigned *n, unsigned max, const char *reason)
+{
+    time_t now = h2_now();
+
+    if (now - c->flood_start >= VG_H2_FLOOD_WINDOW) {
+        c->flood_start = now;
+        c->settings = c->pings = c->priorities = c->empty_data = c->resets = c->completed = 0;
+    }
+    if (++*n > max)
+        h2_goaway(c, NGHTTP2_ENHANCE_YOUR_CALM, reason);
+}
+
+static void on_rst(struct h2conn *c, int32_t id)
+{
+    struct h2s *s = stream_of(c, id);
+
+    if (s == NULL)
+        return;
+    h2_flood(c, &c->resets, UINT32_MAX, "rapid_reset");
+    if (c->resets > VG_H2_MAX_RESETS && c->resets > 2 * c->completed)
+        h2_goaway(c, NGHTTP2_ENHANCE_YOUR_CALM, "rapid_reset");
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *user)
+{
+    struct h2conn *c = user;
+    struct h2s *s = stream_of(c, f->hd.stream_id);
+    bool end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+
+    switch (f->hd.type) {
+    case NGHTTP2_HEADERS:
+        c->head_since = 0;
+        if (s != NULL && f->headers.cat == NGHTTP2_HCAT_REQUEST)
+            h2s_request(s, end);
+        else if (s != NULL && end)
+            s->in_end = true; /* after request trailers */
+        break;
+    case NGHTTP2_DATA:
+        if (f->hd.length == 0 && !end)
+            h2_flood(c, &c->empty_data, VG_H2_MAX_EMPTY_DATA, "empty_data_flood");
+        if (s != NULL && end && s->state == H2S_EXCHANGE) {
+            if (h2req_data(&s->req, 0, true) < 0)
+                return nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, f->hd.stream_id,
+                                                 NGHTTP2_PROTOCOL_ERROR);
+            s->in_end = true;
+            h2_work(s);
+        }
+        break;
+    case NGHTTP2_SETTINGS:
+        if (!(f->hd.flags & NGHTTP2_FLAG_ACK))
+            h2_flood(c, &c->settings, VG_H2_MAX_SETTINGS, "settings_flood");
+        break;
+    case NGHTTP2_PING:
+        if (!(f->hd.flags & NGHTTP2_FLAG_ACK))
+            h2_flood(c, &c->pings, VG_H2_MAX_PINGS, "ping_flood");
+        break;
+    case NGHTTP2_PRIORITY:
+        h2_flood(c, &c->priorities, VG_H2_MAX_PRIORITY, "priority_flood");
+        break;
+    case NGHTTP2_RST_STREAM:
+        on_rst(c, f->hd.stream_id);
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *user)
+{
+    struct h2conn *c = user;
+
+    if (hd->type == NGHTTP2_CONTINUATION && ++c->continuation > VG_H2_MAX_CONTINUATION) {
+        h2_goaway(c, NGHTTP2_ENHANCE_YOUR_CALM, "continuation_flood");
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *user)
+{
+    struct h2conn *c = user;
+    struct h2s *s = stream_of(c, id);
+
+    if (s == NULL)
+        return 0;
+    nghttp2_session_set_stream_user_data(ng, id, NULL);
+    if (s->x != NULL)
+        exchange_client_gone(s->x, VG_R_CLIENT_CLOSED);
+    h2s_free(s);
+    if (c->draining && c->nstreams == 0)
+        nghttp2_session_terminate_session(ng, NGHTTP2_NO_ERROR);
+    return 0;
+}
+
+/* ---- the session ------------------------------------------------------------------------ */
+
+/* Frames nghttp2 has for the client, while the socket takes them (VG_CONN_OUT_CAP). */
+static void h2_send(struct h2conn *c)
+{
+    for (;;) {
+        const uint8_t *p;
+        ssize_t n;
+
+        if (bevio_pending(&c->io) >= VG_CONN_OUT_CAP) {
+            bufferevent_setwatermark(c->io.bev, EV_WRITE, VG_CONN_OUT_CAP / 2, 0);
+            break;
+        }
+        n = nghttp2_session_mem_send(c->ng, &p);
+        if (n < 0) {
+            c->calm = true;
+            break;
+        }
+        if (n == 0)
+            break;
+        if (evbuffer_add(c->io.stage, p, (size_t)n) < 0)
+            break;
+    }
+    bevio_push(&c->io);
+}
+
+/* The only teardown: every stream (and exchange) first, then the socket. */
+static void h2_close(struct h2conn *c, const char *reason)
+{
+    if (c->freed)
+        return;
+    h2_log(c, LOG_DEBUG, "conn_close", reason);
+    while (c->streams != NULL)
+        h2s_free(c->streams);
+    if (c->io.bev != NULL)
+        bufferevent_disable(c->io.bev, EV_READ | EV_WRITE);
+    if (c->timer != NULL)
+        evtimer_del(c->timer);
+    if (c->resume != NULL)
+        event_del(c->resume);
+    worker_detach(c->cc.w, &c->link);
+    c->freed = true;
+    if (c->depth == 0)
+        h2_free(c);
+}
+
+static void h2_free(struct h2conn *c)
+{
+    while (c->streams != NULL)
+        h2s_free(c->streams);
+    nghttp2_session_del(c->ng);
+    if (c->io.bev != NULL) {
+        bufferevent_setcb(c->io.bev, NULL, NULL, NULL, NULL);
+        bufferevent_free(c->io.bev);
+    }
+    if (c->io.stage != NULL)
+        evbuffer_free(c->io.stage);
+    if (c->timer != NULL)
+        event_free(c->timer);
+    if (c->resume != NULL)
+        event_free(c->resume);
+    exch_conn_release(&c->cc);
+    free(c);
+}
+
+/* After a read or write: close when nghttp2 has nothing left to do and the output is out. */
+static void h2_maybe_close(struct h2conn *c)
+{
+    if (c->freed)
+        return;
+    if (!nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng) &&
+        bevio_pending(&c->io) == 0)
+        h2_close(c, c->calm ? "goaway" : "session_end");
+}
+
+static void h2_input(struct h2conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->io.bev);
+
+    while (!c->freed && evbuffer_get_length(in) > 0) {
+        struct evbuffer_iovec v;
+        ssize_t n;
+
+        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+            break;
+        n = nghttp2_session_mem_recv(c->ng, v.iov_base, v.iov_len);
+        if (n < 0) {
+            h2_log(c, LOG_INFO, "h2_protocol_error", nghttp2_strerror((int)n));
+            c->calm = true;
+            evbuffer_drain(in, evbuffer_get_length(in));
+            break;
+        }
+        evbuffer_drain(in, (size_t)n);
+    }
+    if (c->freed)
+        return;
+    h2_send(c);
+    if (c->calm)
+        bufferevent_disable(c->io.bev, EV_READ);
+    h2_maybe_close(c);
+}
+
+static void read_cb(struct bufferevent *bev, void *arg)
+{
+    struct h2conn *c = arg;
+
+    h2_enter(c);
+    h2_input(c);
+    h2_leave(c);
+}
+
+static void write_cb(struct bufferevent *bev, void *arg)
+{
+    struct h2conn *c = arg;
+
+    h2_enter(c);
+    bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+    h2_send(c);
+    for (struct h2s *s = c->streams; s != NULL; s = s->next) {
+        if (s->want_drain)
+            h2_work(s);
+    }
+    h2_maybe_close(c);
+    h2_leave(c);
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    struct h2conn *c = arg;
+
+    h2_enter(c);
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+        h2_close(c, (what & BEV_EVENT_EOF) ? "client_eof" : "client_error");
+    else if (what & BEV_EVENT_TIMEOUT)
+        h2_close(c, "client_timeout");
+    h2_leave(c);
+}
+
+/* The tick: idle connection, a header block that takes too long, streams idle both ways. */
+static void timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct h2conn *c = arg;
+    struct timeval tick = {H2_T_TICK, 0};
+    time_t now = h2_now();
+
+    h2_enter(c);
+    if (c->nstreams == 0 && now - c->idle_since >= H2_T_IDLE) {
+        h2_goaway(c, NGHTTP2_NO_ERROR, "idle_timeout");
+        c->calm = true;
+    } else if (c->head_since != 0 && now - c->head_since >= H2_T_HEAD) {
+        h2_goaway(c, NGHTTP2_PROTOCOL_ERROR, "head_timeout");
+    }
+    for (struct h2s *s = c->streams; s != NULL; s = s->next) {
+        if (now - s->last_io >= H2_T_BODY_IDLE)
+            nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+    }
+    h2_send(c);
+    h2_maybe_close(c);
+    if (!c->freed)
+        evtimer_add(c->timer, &tick);
+    h2_leave(c);
+}
+
+/* ---- the worker's view ------------------------------------------------------------------ */
+
+static void h2_link_drain(struct worker_link *l)
+{
+    struct h2conn *c = (struct h2conn *)l;
+
+    c->cc.draining = true;
+    c->draining = true;
+    nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->ng),
+                          NGHTTP2_NO_ERROR, NULL, 0);
+    if (c->nstreams == 0)
+        nghttp2_session_terminate_session(c->ng, NGHTTP2_NO_ERROR);
+    h2_enter(c);
+    h2_send(c);
+    h2_maybe_close(c);
+    h2_leave(c);
+}
+
+static void h2_link_abort(struct worker_link *l)
+{
+    h2_close((struct h2conn *)l, "shutdown");
+}
+
+static const struct worker_link_ops h2_link_ops = {h2_link_drain, h2_link_abort};
+
+/* ---- start ------------------------------------------------------------------------------ */
+
+static int h2_session_new(struct h2conn *c)
+{
+    nghttp2_session_callbacks *cb = NULL;
+    nghttp2_option *opt = NULL;
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, VG_H2_MAX_STREAMS},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, VG_H2_STREAM_WINDOW},
+        {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, VG_H2_HPACK_TABLE},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, VG_HEAD_MAX_BYTES + 32 * VG_HEAD_MAX_FIELDS},
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+    };
+    int rc = -1;
+
+    if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&opt) != 0)
+        goto out;
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_option_set_no_http_messaging(opt, 1);
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    nghttp2_option_set_max_deflate_dynamic_table_size(opt, VG_H2_HPACK_TABLE);
+    if (nghttp2_session_server_new2(&c->ng, cb, c, opt) != 0)
+        goto out;
+    if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0)
+        goto out;
+    rc = 0;
+out:
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_option_del(opt);
+    return rc;
+}
+
+int h2conn_start(struct worker_link *from, struct exch_conn *cc, struct bufferevent *bev, bool busy)
+{
+    struct h2conn *c = calloc(1, sizeof(*c));
+    struct timeval tick = {H2_T_TICK, 0};
+
+    if (c == NULL) {
+        bufferevent_free(bev);
+        return -1;
+    }
+    c->cc = *cc;
+    c->cc.proto = "h2";
+    cc->policy = NULL; /* the caches moved here */
+    cc->mask = NULL;
+    c->io.bev = bev;
+    c->busy = busy;
+    c->io.stage = evbuffer_new();
+    c->timer = evtimer_new(c->cc.w->base, timer_cb, c);
+    c->resume = event_new(c->cc.w->base, -1, 0, resume_cb, c);
+    c->idle_since = c->flood_start = h2_now();
+    if (c->io.stage == NULL || c->timer == NULL || c->resume == NULL || h2_session_new(c) < 0) {
+        c->freed = true;
+        h2_free(c);
+        return -1;
+    }
+    worker_replace(c->cc.w, from, &c->link, &h2_link_ops);
+    bufferevent_setcb(bev, read_cb, write_cb, event_cb, c);
+    bufferevent_setwatermark(bev, EV_READ, 0, VG_CONN_IN_MAX);
+    bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+    bufferevent_set_timeouts(bev, NULL, NULL);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+    evtimer_add(c->timer, &tick);
+    h2_enter(c);
+    h2_input(c); /* the client's preface may already be here */
+    h2_leave(c);
+    return 0;
+}

@@ -21,6 +21,7 @@
 #include "common/caps.h"
 #include "policy/inject.h"
 #include "policy/policy.h"
+#include "proxy/h2up.h"
 #include "proxy/http1.h"
 #include "proxy/listen.h"
 #include "proxy/mask.h"
@@ -172,6 +173,7 @@ void exch_drop_upstream(struct exchange *x, bool abort)
 {
     if (x->upreq != NULL)
         upstream_cancel(&x->upreq);
+    h2up_close(&x->h2s); /* a stream not yet complete is reset */
     if (x->up.bev != NULL) {
         evutil_socket_t fd = bufferevent_getfd(x->up.bev);
 
@@ -553,6 +555,10 @@ void exch_get_upstream(struct exchange *x)
 {
     x->state = EXCH_S_UP_CONNECT;
     exch_arm(x, EXCH_T_UP_GET);
+    if (x->up_tls == UPSTREAM_TLS_H2 && (x->h2s = exch_h2_open(x)) != NULL) {
+        exch_h2_started(x); /* a pooled HTTP/2 connection had room for one more stream */
+        return;
+    }
     x->upreq = upstream_get(x->w->up, x->host, x->up_port, x->up_tls, exch_up_ready, x);
     if (x->upreq == NULL)
         exch_fail(x, 502, VG_PS_INTERNAL_ERROR, "upstream connection failed", VG_R_UPSTREAM_GET);
@@ -582,9 +588,17 @@ void exchange_request(struct exchange *x, struct http1_msg *req)
     }
     if (exch_rewrite(x, h, &dec) < 0)
         goto out;
-    /* a rule's host is only ever reached over TLS on 443, whatever listener it came in on */
-    x->up_tls = x->cc->tls || dec.verdict == POLICY_INJECT;
-    x->up_port = x->up_tls ? EXCH_HTTPS_PORT : EXCH_HTTP_PORT;
+    /* a rule's host is only ever reached over TLS on 443, whatever listener it came in on; over
+     * TLS the upstream may pick HTTP/2 (a WebSocket needs HTTP/1.1's Upgrade) */
+    x->up_tls = !(x->cc->tls || dec.verdict == POLICY_INJECT) ? UPSTREAM_PLAIN
+                : x->ws                                       ? UPSTREAM_TLS
+                                                              : UPSTREAM_TLS_H2;
+    x->up_port = x->up_tls != UPSTREAM_PLAIN ? EXCH_HTTPS_PORT : EXCH_HTTP_PORT;
+    {
+        const struct http_field *ct = httphead_get(h, "Content-Type");
+
+        x->grpc = ct != NULL && strncasecmp(ct->value, "application/grpc", 16) == 0;
+    }
     exch_get_upstream(x);
 out:
     exch_leave(x);
@@ -597,6 +611,11 @@ int exchange_body(struct exchange *x, const char *data, size_t len)
     struct evbuffer *out = x->up.stage;
     int rc;
 
+    if (x->state == EXCH_S_RELAY && x->h2s != NULL) {
+        rc = h2up_body(x->h2s, data, len);
+        x->body_paused = rc == 1;
+        return rc;
+    }
     if (x->state != EXCH_S_RELAY || x->up.bev == NULL)
         return -1;
     rc = x->req->body == HTTP1_BODY_CHUNKED ? http1_write_chunk(out, data, len)
@@ -618,6 +637,10 @@ int exchange_body(struct exchange *x, const char *data, size_t len)
 
 int exchange_body_end(struct exchange *x)
 {
+    if (x->state == EXCH_S_RELAY && x->h2s != NULL) {
+        x->req_done = true;
+        return h2up_body_end(x->h2s);
+    }
     if (x->state != EXCH_S_RELAY || x->up.bev == NULL)
         return -1;
     if (x->req->body == HTTP1_BODY_CHUNKED && http1_write_last_chunk(x->up.stage) < 0) {
@@ -633,7 +656,7 @@ int exchange_body_end(struct exchange *x)
 
 void exchange_flush(struct exchange *x)
 {
-    if (x->state == EXCH_S_RELAY)
+    if (x->state == EXCH_S_RELAY && x->h2s == NULL)
         bevio_push(&x->up);
 }
 

@@ -17,6 +17,7 @@
 #include "proxy/upstream.h"
 
 struct mask_decoder;
+struct h2up_stream;
 
 /* Timeouts of SPEC §4 the exchange keeps, in seconds. */
 #define EXCH_T_UP_HEAD   600
@@ -55,7 +56,9 @@ struct exchange {
     struct http1_parser *parser; /* response parser (from the connection's cache) */
     struct http1_msg *resp;
     struct http_head *trailers; /* the response's, when it had any (the parser's) */
-    bool up_tls;
+    int up_tls;                 /* UPSTREAM_PLAIN, UPSTREAM_TLS or UPSTREAM_TLS_H2 */
+    struct h2up_stream *h2s;    /* the request's stream on an HTTP/2 upstream, or NULL */
+    bool grpc;                  /* content-type application/grpc...: HTTP/2 upstreams only */
     int up_port;
     bool route_tunnel;
     uint64_t resp_bytes; /* bytes read from the upstream for this request */
@@ -108,6 +111,8 @@ void exch_get_upstream(struct exchange *x);
 const char *exch_tls_reason(unsigned long e);
 
 /* exchange_resp.c */
+void exch_h2_started(struct exchange *x);
+struct h2up_stream *exch_h2_open(struct exchange *x);
 int exch_mask_setup(struct exchange *x, struct http_head *h);
 void exch_drop_mask(struct exchange *x);
 void exch_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bool route_tunnel);

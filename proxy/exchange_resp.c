@@ -14,6 +14,7 @@
 #include "audit/audit.h"
 #include "common/caps.h"
 #include "policy/inject.h"
+#include "proxy/h2up.h"
 #include "proxy/mask.h"
 #include "proxy/reason.h"
 #include "proxy/worker.h"
@@ -34,6 +35,8 @@ static int resp_on_head(void *arg, struct http1_msg *msg);
 static int resp_on_body(void *arg, const char *data, size_t len);
 static int resp_on_done(void *arg);
 static int resp_on_trailers(void *arg, struct http_head *t);
+static int exch_send_head(struct exchange *x, bool no_body);
+static void exch_grpc_unavailable(struct exchange *x);
 static const struct http1_callbacks resp_callbacks = {resp_on_head, resp_on_body, resp_on_done,
                                                       resp_on_trailers};
 
@@ -213,7 +216,8 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
     /* the head arrived: from now on only body idleness counts */
     if (x->timer != NULL)
         evtimer_del(x->timer);
-    bufferevent_set_timeouts(x->up.bev, &idle, &idle);
+    if (x->up.bev != NULL)
+        bufferevent_set_timeouts(x->up.bev, &idle, &idle);
     return 0;
 }
 
@@ -360,6 +364,8 @@ static int exch_inflate_resume(struct exchange *x)
     if (x->zdone)
         return exch_body_end(x);
     /* a body that ended right after the last bytes: let the parser see its end */
+    if (x->parser == NULL)
+        return 0; /* HTTP/2: the end comes as its own event */
     return http1_feed(x->parser, "", 0) < 0 ? -1 : 0;
 }
 
@@ -467,10 +473,15 @@ void exch_up_input(struct exchange *x)
     exch_up_reading(x);
 }
 
+static void exch_h2_after(void *arg, bool err);
+
 void exchange_drained(struct exchange *x)
 {
     exch_enter(x);
-    if (x->state == EXCH_S_RELAY && x->up_paused && x->up.bev != NULL) {
+    if (x->state == EXCH_S_RELAY && x->up_paused && x->h2s != NULL) {
+        x->up_paused = false;
+        exch_h2_after(x, false);
+    } else if (x->state == EXCH_S_RELAY && x->up_paused && x->up.bev != NULL) {
         x->up_paused = false;
         exch_up_input(x);
     }
@@ -530,7 +541,8 @@ static int exch_retry(struct exchange *x)
     const struct http1_msg *req = x->req;
     const char *m = req->head.method;
 
-    if (x->state != EXCH_S_RELAY || x->retried || x->resp_started || x->resp_bytes > 0 ||
+    if (x->state != EXCH_S_RELAY || x->h2s != NULL || x->retried || x->resp_started ||
+        x->resp_bytes > 0 ||
         !(req->body == HTTP1_BODY_NONE ||
           (req->body == HTTP1_BODY_LENGTH && req->content_length == 0)) ||
         (strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0 && strcmp(m, "OPTIONS") != 0))
@@ -587,6 +599,126 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
     exch_leave(x);
 }
 
+/* ---- an HTTP/2 upstream (h2up.c) ------------------------------------------------------ */
+
+static void exch_h2_more(void *arg)
+{
+    struct exchange *x = arg;
+
+    exch_enter(x);
+    if (x->state == EXCH_S_RELAY && x->body_paused) {
+        x->body_paused = false;
+        x->ops->more(x->t);
+    }
+    exch_leave(x);
+}
+
+static const struct h2up_ops h2_ops = {
+    {resp_on_head, resp_on_body, resp_on_done, resp_on_trailers},
+    exch_h2_after,
+    exch_h2_more,
+};
+
+/*
+ * After a batch of the stream's frames went through the response callbacks: the end, a
+ * failure, or the window given back while the client side has room (else held until
+ * exchange_drained: a slow client stalls only this stream).
+ */
+static void exch_h2_after(void *arg, bool err)
+{
+    struct exchange *x = arg;
+    int zr;
+
+    exch_enter(x);
+    if (x->state != EXCH_S_RELAY)
+        goto out;
+    if (err && !x->resp_done && !x->zdone) {
+        metrics_upstream_error(x->w->id, METRICS_UE_PROTOCOL);
+        if (x->resp_err_status != 0)
+            exch_protocol_error(x);
+        else
+            exch_fail(x, 502, VG_PS_INCOMPLETE, "upstream stream reset", VG_R_UPSTREAM_EOF);
+        goto out;
+    }
+    zr = exch_inflate_resume(x);
+    if (zr < 0) {
+        exch_protocol_error(x);
+        goto out;
+    }
+    x->ops->flush(x->t);
+    if (x->resp_done) {
+        exch_response_done(x);
+        goto out;
+    }
+    x->up_paused = exch_inflate_blocked(x) || x->zdone || x->ops->room(x->t) == 0;
+    if (!x->up_paused)
+        h2up_consume(x->h2s);
+out:
+    exch_leave(x);
+}
+
+/* A stream on a pooled HTTP/2 connection to this request's upstream, if one has room. */
+struct h2up_stream *exch_h2_open(struct exchange *x)
+{
+    return h2up_open(x->w, x->host, x->up_port, &h2_ops, x);
+}
+
+/*
+ * A gRPC request whose upstream does not speak HTTP/2: a trailers-only answer with
+ * grpc-status 14 (UNAVAILABLE) and Proxy-Status, at once (SPEC §10).
+ */
+static void exch_grpc_unavailable(struct exchange *x)
+{
+    static const char ps[] = "vaultgate; error=http_protocol_error; details=\"upstream does "
+                             "not speak HTTP/2, which gRPC needs\"";
+    static const char msg[] = "upstream does not speak HTTP/2";
+    struct http_head h;
+    int rc;
+
+    metrics_upstream_error(x->w->id, METRICS_UE_PROTOCOL);
+    httphead_init(&h);
+    rc = httphead_set_status_line(&h, 1, 200, "OK", 2) < 0 ||
+                 httphead_add(&h, "Content-Type", 12, "application/grpc", 16) < 0 ||
+                 httphead_add(&h, "grpc-status", 11, "14", 2) < 0 ||
+                 httphead_add(&h, "grpc-message", 12, msg, sizeof(msg) - 1) < 0 ||
+                 httphead_add(&h, "Proxy-Status", 12, ps, sizeof(ps) - 1) < 0 ||
+                 x->ops->head(x->t, &h, EXCH_BODY_NONE, 0, false) < 0 || x->ops->end(x->t, NULL) < 0
+             ? -1
+             : 0;
+    httphead_reset(&h);
+    x->status = 200;
+    x->resp_started = x->resp_done = true;
+    if (rc < 0) {
+        exch_finish(x, EXCH_END_ABORT);
+        return;
+    }
+    metrics_request(x->w->id, x->mdec, 200, exch_elapsed(&x->t_start));
+    exch_log_request(x, x->route_tunnel ? "tunnel" : "direct", "grpc_needs_h2");
+    exch_finish(x, EXCH_END_CLOSE);
+}
+
+/* The request's stream is there: head out, then the body, then the response. */
+void exch_h2_started(struct exchange *x)
+{
+    const struct http1_msg *req = x->req;
+    bool no_body = req->body == HTTP1_BODY_NONE ||
+                   (req->body == HTTP1_BODY_LENGTH && req->content_length == 0);
+
+    exch_enter(x);
+    x->route_tunnel = h2up_route_tunnel(x->h2s);
+    if (exch_send_head(x, no_body) < 0) {
+        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "request head too large", VG_R_HEAD);
+        goto out;
+    }
+    x->req_done = no_body;
+    x->state = EXCH_S_RELAY;
+    exch_arm(x, EXCH_T_UP_HEAD);
+    if (!no_body)
+        x->ops->more(x->t);
+out:
+    exch_leave(x);
+}
+
 /* ---- the upstream connection ------------------------------------------------------------ */
 
 /* upstream_get() failed: the answer of SPEC §4 for that failure. */
@@ -633,11 +765,17 @@ static int exch_send_head(struct exchange *x, bool no_body)
 {
     const struct http1_msg *req = x->req;
 
-    x->up.nocopy = x->rule >= 0;
-    if ((x->rule >= 0 ? http1_write_request_head_wiped : http1_write_request_head)(
-            x->up.stage, &req->head, no_body ? HTTP1_BODY_NONE : req->body, req->content_length) <
-        0)
-        return -1;
+    if (x->h2s != NULL) {
+        if (h2up_request(x->h2s, &req->head, no_body, req->body == HTTP1_BODY_LENGTH,
+                         req->content_length, x->rule >= 0) < 0)
+            return -1;
+    } else {
+        x->up.nocopy = x->rule >= 0;
+        if ((x->rule >= 0 ? http1_write_request_head_wiped : http1_write_request_head)(
+                x->up.stage, &req->head, no_body ? HTTP1_BODY_NONE : req->body,
+                req->content_length) < 0)
+            return -1;
+    }
     if (x->rule >= 0) {
         struct policy_rule_info ri;
 
@@ -667,6 +805,21 @@ void exch_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bo
     }
     if (bev == NULL) {
         exch_upstream_failed(x, err);
+        goto out;
+    }
+    if (x->up_tls == UPSTREAM_TLS_H2 && upstream_alpn_h2(bev)) {
+        x->route_tunnel = route_tunnel;
+        x->h2s = h2up_attach(x->w, x->host, x->up_port, bev, route_tunnel, &h2_ops, x);
+        if (x->h2s == NULL)
+            exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
+        else
+            exch_h2_started(x);
+        goto out;
+    }
+    if (x->grpc) {
+        /* gRPC needs HTTP/2 end to end: never translated to HTTP/1.1 (SPEC §10) */
+        upstream_release(x->w->up, x->host, x->up_port, x->up_tls, bev);
+        exch_grpc_unavailable(x);
         goto out;
     }
     if (exch_attach(x, bev, route_tunnel) < 0) {

@@ -268,7 +268,7 @@ void upstream_ctx_stats(const struct upstream_ctx *c, struct upstream_stats *out
     out->pool_idle = upstream_pool_idle(c->pool);
 }
 
-void upstream_release(struct upstream_ctx *c, const char *host, int port, bool tls,
+void upstream_release(struct upstream_ctx *c, const char *host, int port, int tls,
                       struct bufferevent *bev)
 {
     char norm[HOSTNAME_BUFSZ];
@@ -518,6 +518,11 @@ static void start_tls(struct upstream_req *r)
     } else {
         ok = X509_VERIFY_PARAM_set1_ip_asc(vp, r->host) == 1;
     }
+    if (ok && r->tls == UPSTREAM_TLS_H2) {
+        static const unsigned char h2[] = "\x02h2\x08http/1.1";
+
+        ok = SSL_set_alpn_protos(ssl, h2, sizeof(h2) - 1) == 0;
+    }
     if (!ok) {
         SSL_free(ssl);
         ERR_clear_error();
@@ -730,7 +735,7 @@ static int plan(struct upstream_req *r)
     return deadline(r, &c->connect_tv) == 0 ? 0 : -1;
 }
 
-struct upstream_req *upstream_get(struct upstream_ctx *c, const char *host, int port, bool tls,
+struct upstream_req *upstream_get(struct upstream_ctx *c, const char *host, int port, int tls,
                                   upstream_cb cb, void *arg)
 {
     struct upstream_req *r = NULL;
@@ -784,6 +789,18 @@ void upstream_cancel(struct upstream_req **rp)
         return;
     req_free(*rp);
     *rp = NULL;
+}
+
+bool upstream_alpn_h2(struct bufferevent *bev)
+{
+    SSL *ssl = bev != NULL ? bufferevent_openssl_get_ssl(bev) : NULL;
+    const unsigned char *p = NULL;
+    unsigned int n = 0;
+
+    if (ssl == NULL)
+        return false;
+    SSL_get0_alpn_selected(ssl, &p, &n);
+    return n == 2 && memcmp(p, "h2", 2) == 0;
 }
 
 const char *upstream_err_type(enum upstream_err e)

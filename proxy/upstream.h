@@ -67,13 +67,23 @@ typedef void (*upstream_cb)(void *arg, struct bufferevent *bev, enum upstream_er
 
 struct upstream_req;
 
+/* The tls argument of upstream_get/upstream_release: 0 for plain TCP, or TLS offering ALPN
+ * http/1.1 only, or h2 and http/1.1 (the server picks: upstream_alpn_h2 says which). Pooled
+ * connections are kept apart by it. */
+#define UPSTREAM_PLAIN  0
+#define UPSTREAM_TLS    1
+#define UPSTREAM_TLS_H2 2
+
+/* True when the TLS connection bev negotiated h2. */
+bool upstream_alpn_h2(struct bufferevent *bev);
+
 /*
  * Gets a connection to host:port (host normalised; TLS with SNI = host and host-name
  * verification when tls). Reuses a pooled idle connection when one is alive. Returns a handle
  * for upstream_cancel (invalid after the callback ran), or NULL if it could not even start
  * (then cb is not called).
  */
-struct upstream_req *upstream_get(struct upstream_ctx *c, const char *host, int port, bool tls,
+struct upstream_req *upstream_get(struct upstream_ctx *c, const char *host, int port, int tls,
                                   upstream_cb cb, void *arg);
 
 /* Cancels a pending request; the callback will not run. */
@@ -83,7 +93,7 @@ void upstream_cancel(struct upstream_req **rp);
  * Gives a connection that finished a response cleanly back to the pool (the pool owns it
  * afterwards and frees it when it closes or idles out). bev must have no pending input.
  */
-void upstream_release(struct upstream_ctx *c, const char *host, int port, bool tls,
+void upstream_release(struct upstream_ctx *c, const char *host, int port, int tls,
                       struct bufferevent *bev);
 
 /* Counters of one worker's upstream context (for metrics and tests). */

@@ -81,12 +81,11 @@ void upstream_pool_free(struct upstream_pool **pp);
  * Takes bev (host normalised) if it is clean and there is room: returns 0 and the pool owns bev
  * (and frees it when it closes or idles out). Returns -1 and the caller still owns bev.
  */
-int upstream_pool_put(struct upstream_pool *p, const char *host, int port, bool tls,
+int upstream_pool_put(struct upstream_pool *p, const char *host, int port, int tls,
                       struct bufferevent *bev);
 
 /* A live idle connection for the key, with no callbacks or timeouts; the caller owns it. */
-struct bufferevent *upstream_pool_get(struct upstream_pool *p, const char *host, int port,
-                                      bool tls);
+struct bufferevent *upstream_pool_get(struct upstream_pool *p, const char *host, int port, int tls);
 
 size_t upstream_pool_idle(const struct upstream_pool *p);
 
@@ -134,7 +133,7 @@ struct upstream_req {
     char host[HOSTNAME_BUFSZ];
     int kind; /* HOSTNAME_DNS, HOSTNAME_IPV4, HOSTNAME_IPV6 */
     int port;
-    bool tls;
+    int tls; /* 0 plain, UPSTREAM_TLS (http/1.1) or UPSTREAM_TLS_H2 (h2 offered) */
     bool tunnel;
     const char *dial_host; /* host itself, or the proxy's host */
     int dial_port;

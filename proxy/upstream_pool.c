@@ -33,7 +33,7 @@ struct pool_key {
     struct upstream_pool *pool;
     uint32_t hash;
     int port;
-    bool tls;
+    int tls; /* 0 plain, UPSTREAM_TLS (http/1.1) or UPSTREAM_TLS_H2 (h2 offered) */
     size_t n;
     size_t cap;
     struct pool_slot *slots; /* cap of them; grows by doubling up to max_per_key */
@@ -56,15 +56,15 @@ static void pool_key_free(struct pool_key *k)
     free(k);
 }
 
-static uint32_t key_hash(const char *host, int port, bool tls)
+static uint32_t key_hash(const char *host, int port, int tls)
 {
     uint32_t h = upstream_hash(host, 2166136261u);
 
     h = (h ^ (uint32_t)port) * 16777619u;
-    return (h ^ (tls ? 1u : 0u)) * 16777619u;
+    return (h ^ (unsigned)tls) * 16777619u;
 }
 
-static struct pool_key *pool_find(struct upstream_pool *p, const char *host, int port, bool tls,
+static struct pool_key *pool_find(struct upstream_pool *p, const char *host, int port, int tls,
                                   uint32_t h)
 {
     struct pool_key *k;
@@ -96,7 +96,7 @@ static void pool_sweep(struct upstream_pool *p)
     }
 }
 
-static struct pool_key *pool_key_get(struct upstream_pool *p, const char *host, int port, bool tls)
+static struct pool_key *pool_key_get(struct upstream_pool *p, const char *host, int port, int tls)
 {
     uint32_t h = key_hash(host, port, tls);
     struct pool_key *k = pool_find(p, host, port, tls, h);
@@ -203,7 +203,7 @@ static int pool_grow(struct pool_key *k)
     return 0;
 }
 
-int upstream_pool_put(struct upstream_pool *p, const char *host, int port, bool tls,
+int upstream_pool_put(struct upstream_pool *p, const char *host, int port, int tls,
                       struct bufferevent *bev)
 {
     struct pool_key *k;
@@ -255,7 +255,7 @@ void upstream_pool_free(struct upstream_pool **pp)
     *pp = NULL;
 }
 
-struct bufferevent *upstream_pool_get(struct upstream_pool *p, const char *host, int port, bool tls)
+struct bufferevent *upstream_pool_get(struct upstream_pool *p, const char *host, int port, int tls)
 {
     struct pool_key *k = pool_find(p, host, port, tls, key_hash(host, port, tls));
 

@@ -13,6 +13,7 @@
 #include "audit/log.h"
 #include "common/caps.h"
 #include "proxy/h1conn.h"
+#include "proxy/h2up.h"
 #include "proxy/metrics.h"
 #include "proxy/tls.h"
 #include "proxy/upstream.h"
@@ -357,6 +358,7 @@ static void worker_free(struct worker *w)
 {
     worker_abort_conns(w);
     worker_free_listeners(w);
+    h2up_free_all(w);
     upstream_ctx_free(&w->up);
     if (w->ctl_ev != NULL)
         event_free(w->ctl_ev);

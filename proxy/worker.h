@@ -75,6 +75,7 @@ struct worker {
     struct worker_shared *sh;
     struct event_base *base;
     struct upstream_ctx *up;
+    void *h2up; /* the worker's HTTP/2 upstream connections (h2up.c's list head) */
     SSL_CTX *ssl_ctx;
     struct evconnlistener **levs;
     struct worker_slot *slots; /* accept callback arguments, one per listener */

@@ -71,13 +71,14 @@
 #define VG_H2_HPACK_TABLE      4096
 #define VG_H2_STREAM_OUT_CAP   (64 * 1024)
 #define VG_H2_STREAM_WINDOW    (64 * 1024)
-#define VG_H2_MAX_CONTINUATION 16 /* CONTINUATION frames per header block */
+#define VG_H2_HEADER_BLOCK_MAX (VG_HEAD_MAX_BYTES + 32 * VG_HEAD_MAX_FIELDS + 16 * 1024)
 #define VG_H2_FLOOD_WINDOW     10
 #define VG_H2_MAX_SETTINGS     100 /* SETTINGS frames per flood window */
 #define VG_H2_MAX_PINGS        100
 #define VG_H2_MAX_PRIORITY     1000
 #define VG_H2_MAX_EMPTY_DATA   1000 /* DATA frames without payload or END_STREAM */
 #define VG_H2_MAX_RESETS       100  /* streams reset by the client, beyond twice those completed */
+#define VG_GRPC_MESSAGE_MAX    (64 * 1024 * 1024) /* a gRPC message a credentialed response masks */
 
 /* Reflection masking (SPEC §4, proxy/mask.c). A form of a secret is at most three times the
  * secret (percent-encoding); base64 of user:secret (user <= 256) stays below that. Decoded

@@ -18,6 +18,7 @@
 
 struct mask_decoder;
 struct h2up_stream;
+struct grpcmask;
 
 /* Timeouts of SPEC §4 the exchange keeps, in seconds. */
 #define EXCH_T_UP_HEAD   600
@@ -86,6 +87,7 @@ struct exchange {
     bool zmore;               /* the decoder stopped at its output budget */
     bool zdone;               /* the body ended upstream; its decoded rest is still pending */
     struct wsmask *wsm;       /* a credentialed WebSocket after 101 */
+    struct grpcmask *gm;      /* a credentialed gRPC response: masked message by message */
     int resp_err_status;      /* set by a response callback that aborts the parse */
     const char *resp_err_type;
     const char *resp_err_details;

@@ -14,6 +14,7 @@
 #include "audit/audit.h"
 #include "common/caps.h"
 #include "policy/inject.h"
+#include "proxy/grpcmask.h"
 #include "proxy/h2up.h"
 #include "proxy/mask.h"
 #include "proxy/reason.h"
@@ -49,6 +50,7 @@ void exch_drop_mask(struct exchange *x)
     mask_free(&x->mask);
     mask_decoder_free(&x->dec);
     wsmask_free(&x->wsm);
+    grpcmask_free(&x->gm);
     for (int i = 0; i < 3; i++) {
         struct evbuffer **b = i == 0 ? &x->scratch : i == 1 ? &x->zpend : &x->plain;
 
@@ -73,6 +75,12 @@ int exch_mask_setup(struct exchange *x, struct http_head *h)
     httphead_remove(h, "Range");
     httphead_remove(h, "If-Range");
     httphead_remove(h, "Accept-Encoding");
+    if (x->grpc) {
+        /* gRPC compresses per message with its own flag: ask for none, the masker reads them */
+        httphead_remove(h, "grpc-accept-encoding");
+        if (httphead_add(h, "grpc-accept-encoding", 20, "identity", 8) < 0)
+            return -1;
+    }
     if (n == 0 || httphead_add(h, "Accept-Encoding", 15, "identity", 8) < 0)
         return -1;
     if (cc->mask != NULL && cc->mask_rule == x->rule && cc->mask_gen == cc->policy_gen)
@@ -208,6 +216,16 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
     body = resp_body_kind(x, msg, &len);
     if (x->masking && msg->body != HTTP1_BODY_NONE && resp_coding(x, h, &body) < 0)
         return -1;
+    if (x->masking && x->grpc && msg->body != HTTP1_BODY_NONE && x->gm == NULL) {
+        struct inject_form forms[INJECT_MAX_FORMS];
+        size_t nf = inject_forms(x->cc->policy, x->rule, forms);
+
+        if (x->dec != NULL)
+            return resp_abort(x, 502, VG_PS_CONTENT_CODING,
+                              "content coding on a credentialed gRPC response");
+        if ((x->gm = grpcmask_new(forms, nf)) == NULL)
+            return -1;
+    }
     http1_strip_hop_by_hop(h, false);
     x->status = h->status;
     if (x->ops->head(x->t, h, body, len, false) < 0)
@@ -285,6 +303,11 @@ static int exch_inflate(struct exchange *x)
  * client must drain before more is parsed, or -1. */
 static int exch_mask_body(struct exchange *x, const char *data, size_t len)
 {
+    if (x->gm != NULL) {
+        if (grpcmask_feed(x->gm, data, len, x->scratch) < 0)
+            return -1;
+        return exch_emit(x);
+    }
     if (x->dec == NULL) {
         if (mask_feed(x->mask, data, len, x->scratch) < 0)
             return -1;
@@ -313,6 +336,8 @@ static int exch_body_end(struct exchange *x)
 {
     if (x->masking && x->resp_started && !x->ws_switch) {
         if (x->dec != NULL && mask_decoder_finish(x->dec, x->plain) < 0)
+            return -1;
+        if (x->gm != NULL && grpcmask_finish(x->gm, x->scratch) < 0)
             return -1;
         if (mask_finish(x->mask, x->scratch) < 0 || exch_emit(x) < 0)
             return -1;

@@ -40,10 +40,12 @@
 #include <event2/event.h>
 #include <nghttp2/nghttp2.h>
 
-#define H2_T_IDLE      75  /* no stream open */
-#define H2_T_HEAD      30  /* a header block begun and not finished */
-#define H2_T_BODY_IDLE 300 /* a stream with no DATA either way */
-#define H2_T_TICK      5   /* how often stream deadlines are looked at */
+#define H2_T_IDLE      75            /* no stream open */
+#define H2_T_HEAD      30            /* a header block begun and not finished */
+#define H2_T_BODY_IDLE 300           /* a stream with no DATA either way */
+#define H2_T_TICK      5             /* how often stream deadlines are looked at */
+#define H2_T_LINGER    2             /* after the last frame: input read and discarded this long */
+#define H2_LINGER_MAX  (1024 * 1024) /* ... or until this much of it */
 #define H2_NV_MAX      (VG_HEAD_MAX_FIELDS * 2 + 8)
 
 struct h2s;
@@ -60,14 +62,16 @@ struct h2conn {
     time_t idle_since; /* no stream open since */
     int depth;
     bool freed;
-    bool busy;     /* over the connection limit: 503 to each request, then GOAWAY */
-    bool draining; /* GOAWAY sent: open streams finish, then the connection closes */
-    bool calm;     /* GOAWAY ENHANCE_YOUR_CALM sent: close once it is out */
+    bool busy;             /* over the connection limit: 503 to each request, then GOAWAY */
+    bool draining;         /* GOAWAY sent: open streams finish, then the connection closes */
+    bool calm;             /* GOAWAY ENHANCE_YOUR_CALM sent: close once it is out */
+    const char *lingering; /* the session is over: the close reason, input discarded */
+    size_t lingered;
     /* abuse counters over the current flood window */
     time_t flood_start;
     unsigned settings, pings, priorities, empty_data, resets, completed;
-    unsigned continuation; /* CONTINUATION frames of the header block under way */
-    time_t head_since;     /* a header block begun (0: none) */
+    size_t head_bytes; /* bytes read while a header block is under way (CONTINUATION flood) */
+    time_t head_since; /* a header block begun (0: none) */
 };
 
 enum h2s_state {
@@ -508,7 +512,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
     struct h2conn *c = user;
     struct h2s *s;
 
-    c->continuation = 0;
+    c->head_bytes = 0;
     c->head_since = h2_now();
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
@@ -571,6 +575,17 @@ static void h2_flood(struct h2conn *c, unsigned *n, unsigned max, const char *re
         h2_goaway(c, NGHTTP2_ENHANCE_YOUR_CALM, reason);
 }
 
+/* PRIORITY frames are dropped unseen once SETTINGS_NO_RFC7540_PRIORITIES is sent: counted here */
+static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *user)
+{
+    struct h2conn *c = user;
+
+    (void)ng;
+    if (hd->type == NGHTTP2_PRIORITY)
+        h2_flood(c, &c->priorities, VG_H2_MAX_PRIORITY, "priority_flood");
+    return 0;
+}
+
 static void on_rst(struct h2conn *c, int32_t id)
 {
     struct h2s *s = stream_of(c, id);
@@ -615,25 +630,11 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *user
         if (!(f->hd.flags & NGHTTP2_FLAG_ACK))
             h2_flood(c, &c->pings, VG_H2_MAX_PINGS, "ping_flood");
         break;
-    case NGHTTP2_PRIORITY:
-        h2_flood(c, &c->priorities, VG_H2_MAX_PRIORITY, "priority_flood");
-        break;
     case NGHTTP2_RST_STREAM:
         on_rst(c, f->hd.stream_id);
         break;
     default:
         break;
-    }
-    return 0;
-}
-
-static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *user)
-{
-    struct h2conn *c = user;
-
-    if (hd->type == NGHTTP2_CONTINUATION && ++c->continuation > VG_H2_MAX_CONTINUATION) {
-        h2_goaway(c, NGHTTP2_ENHANCE_YOUR_CALM, "continuation_flood");
-        return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
     return 0;
 }
@@ -659,6 +660,8 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
 /* Frames nghttp2 has for the client, while the socket takes them (VG_CONN_OUT_CAP). */
 static void h2_send(struct h2conn *c)
 {
+    if (c->lingering != NULL)
+        return;
     for (;;) {
         const uint8_t *p;
         ssize_t n;
@@ -719,14 +722,37 @@ static void h2_free(struct h2conn *c)
     free(c);
 }
 
-/* After a read or write: close when nghttp2 has nothing left to do and the output is out. */
+/* Sends close_notify and FIN, then reads and discards for a short while: a client still sending
+ * (a flood, a body nobody reads) would otherwise get an RST that destroys the GOAWAY unread. */
+static void h2_linger(struct h2conn *c, const char *reason)
+{
+    SSL *ssl = bufferevent_openssl_get_ssl(c->io.bev);
+    evutil_socket_t fd = bufferevent_getfd(c->io.bev);
+    struct timeval t = {H2_T_LINGER, 0};
+
+    c->lingering = reason;
+    while (c->streams != NULL)
+        h2s_free(c->streams);
+    evbuffer_drain(bufferevent_get_input(c->io.bev),
+                   evbuffer_get_length(bufferevent_get_input(c->io.bev)));
+    evtimer_add(c->timer, &t);
+    if (ssl != NULL)
+        SSL_shutdown(ssl);
+    /* under a TLS filter (intercepted CONNECT) the FIN waits for the timer's close */
+    if (fd >= 0 && bufferevent_get_underlying(c->io.bev) == NULL)
+        shutdown(fd, SHUT_WR);
+    bufferevent_disable(c->io.bev, EV_WRITE);
+    bufferevent_enable(c->io.bev, EV_READ);
+}
+
+/* After a read or write: once nghttp2 has nothing left to do and the output is out, linger. */
 static void h2_maybe_close(struct h2conn *c)
 {
-    if (c->freed)
+    if (c->freed || c->lingering != NULL)
         return;
     if (!nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng) &&
         bevio_pending(&c->io) == 0)
-        h2_close(c, c->calm ? "goaway" : "session_end");
+        h2_linger(c, c->calm ? "goaway" : "session_end");
 }
 
 static void h2_input(struct h2conn *c)
@@ -739,10 +765,27 @@ static void h2_input(struct h2conn *c)
 
         if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
             break;
+        /* nghttp2 1.52 reads CONTINUATION frames without a callback: what a header block may
+         * take on the wire is bounded here instead (CVE-2024-27316) */
+        if (c->head_since != 0 && (c->head_bytes += v.iov_len) > VG_H2_HEADER_BLOCK_MAX) {
+            h2_goaway(c, NGHTTP2_ENHANCE_YOUR_CALM, "continuation_flood");
+            evbuffer_drain(in, evbuffer_get_length(in));
+            break;
+        }
         n = nghttp2_session_mem_recv(c->ng, v.iov_base, v.iov_len);
         if (n < 0) {
-            h2_log(c, LOG_INFO, "h2_protocol_error", nghttp2_strerror((int)n));
-            c->calm = true;
+            /* a fatal error leaves no frame queued: the GOAWAY is ours (Debian's 1.52 stops a
+             * ninth CONTINUATION with NGHTTP2_ERR_TOO_MANY_CONTINUATIONS) */
+            if (n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS)
+                h2_goaway(c, NGHTTP2_ENHANCE_YOUR_CALM, "continuation_flood");
+            else if (n == NGHTTP2_ERR_FLOODED)
+                h2_goaway(c, NGHTTP2_ENHANCE_YOUR_CALM, "flood");
+            else if (!c->calm) {
+                h2_log(c, LOG_INFO, "h2_protocol_error", nghttp2_strerror((int)n));
+                c->calm = true;
+                if (n != NGHTTP2_ERR_BAD_CLIENT_MAGIC)
+                    nghttp2_session_terminate_session(c->ng, NGHTTP2_PROTOCOL_ERROR);
+            }
             evbuffer_drain(in, evbuffer_get_length(in));
             break;
         }
@@ -761,7 +804,14 @@ static void read_cb(struct bufferevent *bev, void *arg)
     struct h2conn *c = arg;
 
     h2_enter(c);
-    h2_input(c);
+    if (c->lingering != NULL) {
+        c->lingered += evbuffer_get_length(bufferevent_get_input(bev));
+        evbuffer_drain(bufferevent_get_input(bev), evbuffer_get_length(bufferevent_get_input(bev)));
+        if (c->lingered > H2_LINGER_MAX)
+            h2_close(c, c->lingering);
+    } else {
+        h2_input(c);
+    }
     h2_leave(c);
 }
 
@@ -785,7 +835,9 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
     struct h2conn *c = arg;
 
     h2_enter(c);
-    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+    if (c->lingering != NULL)
+        h2_close(c, c->lingering);
+    else if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
         h2_close(c, (what & BEV_EVENT_EOF) ? "client_eof" : "client_error");
     else if (what & BEV_EVENT_TIMEOUT)
         h2_close(c, "client_timeout");
@@ -800,6 +852,11 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
     time_t now = h2_now();
 
     h2_enter(c);
+    if (c->lingering != NULL) {
+        h2_close(c, c->lingering);
+        h2_leave(c);
+        return;
+    }
     if (c->nstreams == 0 && now - c->idle_since >= H2_T_IDLE) {
         h2_goaway(c, NGHTTP2_NO_ERROR, "idle_timeout");
         c->calm = true;
@@ -812,7 +869,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
     }
     h2_send(c);
     h2_maybe_close(c);
-    if (!c->freed)
+    if (!c->freed && c->lingering == NULL)
         evtimer_add(c->timer, &tick);
     h2_leave(c);
 }
@@ -823,6 +880,8 @@ static void h2_link_drain(struct worker_link *l)
 {
     struct h2conn *c = (struct h2conn *)l;
 
+    if (c->lingering != NULL)
+        return;
     c->cc.draining = true;
     c->draining = true;
     nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->ng),

@@ -20,6 +20,7 @@
 #include "ca/certcache.h"
 #include "common/caps.h"
 #include "common/timefmt.h"
+#include "common/timeouts.h"
 #include "policy/policy.h"
 #include "proxy/admin.h"
 #include "cli/cli.h"
@@ -66,6 +67,7 @@ struct run_opts {
     int max_conns; /* 0: from RLIMIT_NOFILE */
     int log_level; /* enum log_level */
     bool http_none;
+    struct vg_timeouts timeouts;
 };
 
 /* Everything the admin thread reads (status, ready, metrics extras). */
@@ -115,7 +117,12 @@ static void usage(FILE *out)
                  "  --vault-wait SECONDS   retry an unreadable vault this long (0)\n"
                  "  --max-connections N    concurrent client connections; past it 503 "
                  "(from RLIMIT_NOFILE)\n"
-                 "  --log-level LEVEL      error, warn, info, debug (info)\n");
+                 "  --log-level LEVEL      error, warn, info, debug (info)\n"
+                 "  --timeout NAME=SECONDS override one timeout: handshake (10), head (30), "
+                 "idle (75),\n"
+                 "                         connect (10), upstream-handshake (10), response-head "
+                 "(600),\n"
+                 "                         body-idle (300); repeatable\n");
 }
 
 /* ---- options ---------------------------------------------------------------------------- */
@@ -138,6 +145,17 @@ static int set_listen_proxy(void *arg, const char *v)
     struct run_opts *o = arg;
 
     return strcmp(v, "none") == 0 ? 0 : cli_list_add(RUN_CMD, "--listen-proxy", &o->proxy, v);
+}
+
+/* NAME=SECONDS, one of SPEC §4's timeouts. */
+static int set_timeout(void *arg, const char *v)
+{
+    struct run_opts *o = arg;
+    char err[256];
+
+    if (vg_timeout_set(&o->timeouts, v, err, sizeof(err)) < 0)
+        return cli_usage_error(RUN_CMD, "--timeout: %s", err);
+    return 0;
 }
 
 #define RUN_OPT(field) offsetof(struct run_opts, field)
@@ -171,6 +189,7 @@ static const struct cli_opt run_table[] = {
     {"--max-connections", CLI_INT, .flags = CLI_ONCE, .off = RUN_OPT(max_conns), .lo = 1,
      .hi = VG_CONN_MAX_LIMIT},
     {"--log-level", CLI_ENUM, .flags = CLI_ONCE, .off = RUN_OPT(log_level), .choices = log_levels},
+    {"--timeout", CLI_SET, .set = set_timeout},
     {0},
 };
 
@@ -228,8 +247,9 @@ static int check_opts(struct run_opts *o, struct worker_shared *sh, struct upstr
     uc->nallow = o->allow_private.n;
     uc->ca_file = o->upstream_ca;
     uc->upstream_proxy = o->upstream_proxy;
-    uc->connect_timeout = 10;
-    uc->tls_timeout = 10;
+    sh->timeouts = o->timeouts;
+    uc->connect_timeout = vg_timeout(&o->timeouts, VG_T_CONNECT);
+    uc->tls_timeout = vg_timeout(&o->timeouts, VG_T_UPSTREAM_HANDSHAKE);
     uc->pool_idle_timeout = 60;
     uc->pool_max_per_key = 256; /* >= the concurrency one host sees, or the pool churns */
     if (upstream_config_check(uc, err, sizeof(err)) < 0)
@@ -312,6 +332,9 @@ static void run_status(void *arg, cJSON *obj)
         v = policy_notes(p, &n);
         add_strings(arr, v, n);
     }
+    au = cJSON_AddObjectToObject(obj, "timeouts");
+    for (int k = 0; au != NULL && k < VG_T_COUNT; k++)
+        cJSON_AddNumberToObject(au, vg_timeout_name(k), vg_timeout(&rs->sh.timeouts, k));
     cJSON_AddStringToObject(obj, "ca_sha256", rs->ca_sha256);
     cJSON_AddStringToObject(obj, "started_at", rs->started_at);
     policy_unref(&p);

@@ -554,7 +554,7 @@ static int exch_rewrite(struct exchange *x, struct http_head *h, const struct po
 void exch_get_upstream(struct exchange *x)
 {
     x->state = EXCH_S_UP_CONNECT;
-    exch_arm(x, EXCH_T_UP_GET);
+    exch_arm(x, EXCH_T_UP_GET(x));
     if (x->up_tls == UPSTREAM_TLS_H2 && (x->h2s = exch_h2_open(x)) != NULL) {
         exch_h2_started(x); /* a pooled HTTP/2 connection had room for one more stream */
         return;

@@ -20,10 +20,10 @@ struct mask_decoder;
 struct h2up_stream;
 struct grpcmask;
 
-/* Timeouts of SPEC §4 the exchange keeps, in seconds. */
-#define EXCH_T_UP_HEAD   600
-#define EXCH_T_BODY_IDLE 300
-#define EXCH_T_UP_GET    40 /* safety net above upstream.c's connect + TLS timeouts */
+/* Timeouts of SPEC §4 the exchange keeps, in seconds (the operator's, --timeout). */
+#define EXCH_T(x, k) vg_timeout(&(x)->w->sh->timeouts, (k))
+/* a safety net above upstream.c's own connect and TLS timeouts */
+#define EXCH_T_UP_GET(x) (EXCH_T(x, VG_T_CONNECT) + EXCH_T(x, VG_T_UPSTREAM_HANDSHAKE) + 20)
 #define EXCH_HTTPS_PORT  443
 #define EXCH_HTTP_PORT   80
 

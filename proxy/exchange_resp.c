@@ -199,7 +199,7 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
     struct http_head *h = &msg->head;
     enum exch_body body;
     uint64_t len = 0;
-    struct timeval idle = {EXCH_T_BODY_IDLE, 0};
+    struct timeval idle = {EXCH_T(x, VG_T_BODY_IDLE), 0};
 
     x->resp = msg;
     if (h->status == 101 && x->ws && httphead_has_token(h, "Upgrade", "websocket"))
@@ -737,7 +737,7 @@ void exch_h2_started(struct exchange *x)
     }
     x->req_done = no_body;
     x->state = EXCH_S_RELAY;
-    exch_arm(x, EXCH_T_UP_HEAD);
+    exch_arm(x, EXCH_T(x, VG_T_RESPONSE_HEAD));
     if (!no_body)
         x->ops->more(x->t);
 out:
@@ -857,7 +857,7 @@ void exch_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bo
     }
     x->req_done = no_body;
     x->state = EXCH_S_RELAY;
-    exch_arm(x, EXCH_T_UP_HEAD);
+    exch_arm(x, EXCH_T(x, VG_T_RESPONSE_HEAD));
     bevio_push(&x->up);
     /* the answer is next: acknowledge at once what arrives now (see exch_quickack) */
     exch_quickack(bev);

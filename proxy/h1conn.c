@@ -263,7 +263,7 @@ static void h1_flush_close(struct h1conn *c)
 static int h1_resp_head(void *t, struct http_head *h, enum exch_body body, uint64_t len, bool close)
 {
     struct h1conn *c = t;
-    struct timeval idle = {H1_T_BODY_IDLE, 0};
+    struct timeval idle = {H1_T(c, VG_T_BODY_IDLE), 0};
     enum http1_body fb = HTTP1_BODY_NONE;
 
     if (h->status == 101)
@@ -350,7 +350,7 @@ static size_t h1_room(void *t)
 static void h1_more(void *t)
 {
     struct h1conn *c = t;
-    struct timeval idle = {H1_T_BODY_IDLE, 0};
+    struct timeval idle = {H1_T(c, VG_T_BODY_IDLE), 0};
 
     if (c->state != H1_S_EXCHANGE || c->body == H1_BODY_DONE)
         return;
@@ -374,7 +374,7 @@ static void h1_keep_alive(struct h1conn *c)
     c->req = NULL;
     bufferevent_set_timeouts(c->io.bev, NULL, NULL);
     h1_set_state(c, H1_S_IDLE);
-    h1_arm(c, H1_T_IDLE);
+    h1_arm(c, H1_T(c, VG_T_IDLE));
     h1_reading(c);
     h1_schedule_input(c); /* a pipelined request may be waiting */
 }
@@ -509,7 +509,7 @@ static int h1_request_start(struct h1conn *c)
         return -1;
     }
     h1_set_state(c, H1_S_HEAD);
-    h1_arm(c, H1_T_HEAD);
+    h1_arm(c, H1_T(c, VG_T_HEAD));
     return 0;
 }
 
@@ -588,7 +588,7 @@ void h1_begin(struct h1conn *c)
         return;
     }
     h1_set_state(c, H1_S_IDLE);
-    h1_arm(c, H1_T_HEAD);
+    h1_arm(c, H1_T(c, VG_T_HEAD));
     h1_reading(c);
     h1_schedule_input(c);
 }
@@ -913,7 +913,7 @@ static int h1_accept_tls(struct h1conn *c, evutil_socket_t fd)
     h1_setcb(c);
     bufferevent_setwatermark(c->io.bev, EV_READ, 0, VG_CONN_IN_MAX);
     h1_set_state(c, H1_S_TLS_ACCEPT);
-    h1_arm(c, H1_T_HANDSHAKE);
+    h1_arm(c, H1_T(c, VG_T_HANDSHAKE));
     bufferevent_enable(c->io.bev, EV_READ | EV_WRITE);
     return 0;
 }

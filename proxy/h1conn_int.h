@@ -15,14 +15,12 @@
 #include "proxy/http1.h"
 #include "proxy/worker.h"
 
-/* Timeouts of SPEC §4 the transport keeps, in seconds. */
-#define H1_T_HANDSHAKE 10
-#define H1_T_HEAD      30
-#define H1_T_IDLE      75
-#define H1_T_BODY_IDLE 300
-#define H1_T_FLUSH     10
-#define H1_T_LINGER    2
-#define H1_T_PEEK      10 /* a tunnelled CONNECT's ClientHello must arrive this soon */
+/* Timeouts of SPEC §4 the transport keeps, in seconds: the operator's (--timeout) by name, and
+ * the transport's own. */
+#define H1_T(c, k)  vg_timeout(&(c)->cc.w->sh->timeouts, (k))
+#define H1_T_FLUSH  10
+#define H1_T_LINGER 2
+#define H1_T_PEEK   10 /* a tunnelled CONNECT's ClientHello must arrive this soon */
 
 enum h1_state {
     H1_S_TLS_ACCEPT = 0, /* TLS handshake in progress */

@@ -40,13 +40,13 @@
 #include <event2/event.h>
 #include <nghttp2/nghttp2.h>
 
-#define H2_T_IDLE      75            /* no stream open */
-#define H2_T_HEAD      30            /* a header block begun and not finished */
-#define H2_T_BODY_IDLE 300           /* a stream with no DATA either way */
-#define H2_T_TICK      5             /* how often stream deadlines are looked at */
-#define H2_T_LINGER    2             /* after the last frame: input read and discarded this long */
-#define H2_LINGER_MAX  (1024 * 1024) /* ... or until this much of it */
-#define H2_NV_MAX      (VG_HEAD_MAX_FIELDS * 2 + 8)
+/* SPEC §4's timeouts as for HTTP/1.1 (--timeout): idle with no stream open, a header block
+ * begun and not finished, a stream with no DATA either way */
+#define H2_T(c, k)    vg_timeout(&(c)->cc.w->sh->timeouts, (k))
+#define H2_T_TICK     5             /* how often deadlines are looked at, at most */
+#define H2_T_LINGER   2             /* after the last frame: input read and discarded this long */
+#define H2_LINGER_MAX (1024 * 1024) /* ... or until this much of it */
+#define H2_NV_MAX     (VG_HEAD_MAX_FIELDS * 2 + 8)
 
 struct h2s;
 
@@ -102,6 +102,7 @@ struct h2s {
     bool deferred;    /* the data provider is waiting for bytes */
     bool want_drain;  /* the exchange waits for room */
     bool work;        /* queued for the resume event */
+    bool resp_final;  /* the final response head went out */
 };
 
 static void h2_free(struct h2conn *c);
@@ -122,6 +123,19 @@ static void h2_log(const struct h2conn *c, enum log_level lvl, const char *event
     f.host = c->cc.host[0] != '\0' ? c->cc.host : NULL;
     f.reason = reason;
     log_event(lvl, event, &f);
+}
+
+/* The tick: H2_T_TICK, or half the shortest of the three timeouts it watches (>= 1 s). */
+static int h2_tick(const struct h2conn *c)
+{
+    int t = H2_T_TICK;
+    const enum vg_timeout ks[] = {VG_T_IDLE, VG_T_HEAD, VG_T_BODY_IDLE};
+
+    for (size_t i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) {
+        if (H2_T(c, ks[i]) / 2 < t)
+            t = H2_T(c, ks[i]) / 2;
+    }
+    return t < 1 ? 1 : t;
 }
 
 static void h2_enter(struct h2conn *c)
@@ -240,11 +254,13 @@ static int h2_resp_head(void *t, struct http_head *h, enum exch_body body, uint6
     (void)close;
     if (n < 0)
         return -1;
+    s->last_io = h2_now();
     if (h->status < 200)
         return nghttp2_submit_headers(s->c->ng, NGHTTP2_FLAG_NONE, s->id, NULL, nv, (size_t)n,
                                       NULL) < 0
                    ? -1
                    : 0;
+    s->resp_final = true;
     return nghttp2_submit_response(s->c->ng, s->id, nv, (size_t)n,
                                    body == EXCH_BODY_NONE ? NULL : &dp) < 0
                ? -1
@@ -586,6 +602,40 @@ static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void 
     return 0;
 }
 
+/* A connection error nghttp2 answers itself (GOAWAY PROTOCOL_ERROR and the like): logged with
+ * nghttp2's fixed description, which quotes nothing the client sent. */
+static int on_session_error(nghttp2_session *ng, int code, const char *msg, size_t len, void *user)
+{
+    struct h2conn *c = user;
+    char why[128];
+
+    (void)ng;
+    (void)code;
+    snprintf(why, sizeof(why), "%.*s", (int)(len < sizeof(why) ? len : sizeof(why) - 1), msg);
+    h2_log(c, LOG_INFO, "h2_protocol_error", why);
+    return 0;
+}
+
+/* A GOAWAY with an error that nghttp2 sent on its own (vaultgate's own were logged already):
+ * logged with its debug data, nghttp2's fixed description. */
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *user)
+{
+    struct h2conn *c = user;
+    char why[128];
+    size_t n;
+
+    (void)ng;
+    if (f->hd.type != NGHTTP2_GOAWAY || f->goaway.error_code == NGHTTP2_NO_ERROR || c->calm)
+        return 0;
+    n = f->goaway.opaque_data_len < sizeof(why) - 1 ? f->goaway.opaque_data_len : sizeof(why) - 1;
+    memcpy(why, f->goaway.opaque_data, n);
+    why[n] = '\0';
+    h2_log(c, LOG_INFO, "h2_protocol_error",
+           n > 0 ? why : nghttp2_http2_strerror(f->goaway.error_code));
+    c->calm = true;
+    return 0;
+}
+
 static void on_rst(struct h2conn *c, int32_t id)
 {
     struct h2s *s = stream_of(c, id);
@@ -848,7 +898,7 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct h2conn *c = arg;
-    struct timeval tick = {H2_T_TICK, 0};
+    struct timeval tick = {h2_tick(c), 0};
     time_t now = h2_now();
 
     h2_enter(c);
@@ -857,14 +907,18 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
         h2_leave(c);
         return;
     }
-    if (c->nstreams == 0 && now - c->idle_since >= H2_T_IDLE) {
+    if (c->nstreams == 0 && now - c->idle_since >= H2_T(c, VG_T_IDLE)) {
         h2_goaway(c, NGHTTP2_NO_ERROR, "idle_timeout");
         c->calm = true;
-    } else if (c->head_since != 0 && now - c->head_since >= H2_T_HEAD) {
+    } else if (c->head_since != 0 && now - c->head_since >= H2_T(c, VG_T_HEAD)) {
         h2_goaway(c, NGHTTP2_PROTOCOL_ERROR, "head_timeout");
     }
     for (struct h2s *s = c->streams; s != NULL; s = s->next) {
-        if (now - s->last_io >= H2_T_BODY_IDLE)
+        /* body-idle while a body moves either way; waiting for the response head is the
+         * exchange's response-head timeout, as for HTTP/1.1 */
+        bool moving = s->state != H2S_HEADERS && (!s->in_end || s->resp_final);
+
+        if (moving && now - s->last_io >= H2_T(c, VG_T_BODY_IDLE))
             nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
     }
     h2_send(c);
@@ -923,6 +977,8 @@ static int h2_session_new(struct h2conn *c)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
+    nghttp2_session_callbacks_set_error_callback2(cb, on_session_error);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
     nghttp2_option_set_no_http_messaging(opt, 1);
     nghttp2_option_set_no_auto_window_update(opt, 1);
@@ -968,6 +1024,7 @@ int h2conn_start(struct worker_link *from, struct exch_conn *cc, struct bufferev
     bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
     bufferevent_set_timeouts(bev, NULL, NULL);
     bufferevent_enable(bev, EV_READ | EV_WRITE);
+    tick.tv_sec = h2_tick(c);
     evtimer_add(c->timer, &tick);
     h2_enter(c);
     h2_input(c); /* the client's preface may already be here */

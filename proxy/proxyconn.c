@@ -172,7 +172,7 @@ static void proxy_intercept(struct h1conn *c)
     c->cc.tls = true;
     c->cc.default_port = PROXY_HTTPS_PORT;
     h1_set_state(c, H1_S_TLS_ACCEPT);
-    h1_arm(c, H1_T_HANDSHAKE);
+    h1_arm(c, H1_T(c, VG_T_HANDSHAKE));
     bufferevent_enable(tb, EV_READ | EV_WRITE);
 }
 

@@ -19,6 +19,7 @@
 
 #include <openssl/ssl.h>
 
+#include "common/timeouts.h"
 #include "policy/policy.h"
 #include "proxy/listen.h"
 
@@ -45,6 +46,7 @@ struct worker_shared {
     size_t naddrs;
     int nworkers;
     int max_conns; /* connections past this are answered 503 (VG_CONN_BUSY_RESERVE), then closed */
+    struct vg_timeouts timeouts; /* SPEC §4, --timeout */
 
     pthread_mutex_t policy_lock;
     struct policy *policy; /* current snapshot; the shared structure holds one reference */

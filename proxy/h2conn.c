@@ -354,12 +354,16 @@ out:
     return rc;
 }
 
+/* Room for a stream's response: below its own cap, and while the connection as a whole (every
+ * stream's waiting bytes and the socket's output) holds less than VG_CONN_OUT_CAP. */
 static size_t h2_room(void *t)
 {
     struct h2s *s = t;
-    size_t have = evbuffer_get_length(s->out);
+    size_t have = evbuffer_get_length(s->out), total = bevio_pending(&s->c->io);
 
-    if (have < VG_H2_STREAM_OUT_CAP && bevio_pending(&s->c->io) < VG_CONN_OUT_CAP)
+    for (struct h2s *o = s->c->streams; o != NULL && total < VG_CONN_OUT_CAP; o = o->next)
+        total += evbuffer_get_length(o->out);
+    if (have < VG_H2_STREAM_OUT_CAP && total < VG_CONN_OUT_CAP)
         return VG_H2_STREAM_OUT_CAP - have;
     s->want_drain = true;
     return 0;

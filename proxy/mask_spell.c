@@ -73,6 +73,9 @@ struct mask_spell {
      * the first byte itself when it is '/', '\' or '"'. */
     unsigned char lead[2], next[4], pct[2], bs[2];
     bool starts[256], nexts[256];
+#if defined(__SSE2__)
+    __m128i vec[13]; /* the bytes above, each in all 16 lanes, in the order ms_begin16 uses */
+#endif
     int16_t plain[256]; /* the byte of the form a byte is read as when no other reading of it
                            matters, or -1 ('%', '\\', and '+' when it is read both ways) */
 };
@@ -106,6 +109,7 @@ struct mask_spell_run {
     size_t rlen, top;
     struct ms_threads thr[2]; /* thr[c] alive, thr[c ^ 1] built by the step under way */
     unsigned int c;
+    uint32_t *slot; /* ms_merge's index by (k, sub), 8 (n + 1) entries, or NULL */
     /* The starred block [lo, hi_end) that ends where the last spelling ended. */
     uint64_t lo, hi_end;
 };
@@ -115,6 +119,7 @@ struct ms_ctx {
     const struct mask_spell *s;
     struct mask_spell_run *r;
     uint64_t best; /* earliest start of a spelling ending at this byte, or UINT64_MAX */
+    bool again;    /* nothing is partly matched: read this byte again on the fast path */
     bool oom;
 };
 
@@ -190,6 +195,18 @@ static void ms_build_filter(struct mask_spell *s)
     }
     if (p0 >= 0x80)
         s->starts['\\'] = false;
+#if defined(__SSE2__)
+    {
+        const unsigned char b[13] = {s->lead[0], s->lead[1], s->n == 1 ? 0xff : 0,
+                                     s->next[0], s->next[1], s->next[2],
+                                     s->next[3], '%',        s->pct[0],
+                                     s->pct[1],  '\\',       s->bs[0],
+                                     s->bs[1]};
+
+        for (size_t i = 0; i < 13; i++)
+            s->vec[i] = _mm_set1_epi8((char)b[i]);
+    }
+#endif
 }
 
 /* The byte each alternative table is about; whether the form needs it (ms_build). */
@@ -307,6 +324,7 @@ void mask_spell_run_free(struct mask_spell_run **rp)
     secmem_free(&r->ring, r->rlen * sizeof(*r->ring));
     for (int i = 0; i < 2; i++)
         secmem_free(&r->thr[i].t, r->thr[i].cap * sizeof(*r->thr[i].t));
+    free(r->slot);
     secmem_free(rp, sizeof(*r));
 }
 
@@ -420,10 +438,8 @@ static void ms_thread_step(struct ms_ctx *x, const struct ms_thread *t, unsigned
     }
 }
 
-static int ms_thread_cmp(const void *pa, const void *pb)
+static int ms_thread_cmp(const struct ms_thread *a, const struct ms_thread *b)
 {
-    const struct ms_thread *a = pa, *b = pb;
-
     if (a->k != b->k)
         return a->k < b->k ? -1 : 1;
     if (a->sub != b->sub)
@@ -431,8 +447,12 @@ static int ms_thread_cmp(const void *pa, const void *pb)
     return a->s < b->s ? -1 : a->s > b->s;
 }
 
-/* Threads at the same place in the form behave alike from here on: keep the earliest. */
-static void ms_merge(struct ms_threads *q)
+/*
+ * Threads at the same place in the form behave alike from here on: keeps the earliest of
+ * each. A few are sorted in place; many are merged through slot[] (one entry per (k, sub),
+ * allocated the first time), so the cost stays linear in the number of threads. 0 or -1.
+ */
+static int ms_merge(struct mask_spell_run *r, struct ms_threads *q)
 {
     size_t o = 1;
 
@@ -445,14 +465,31 @@ static void ms_merge(struct ms_threads *q)
                 q->t[j] = q->t[j - 1];
             q->t[j] = t;
         }
-    } else {
-        qsort(q->t, q->n, sizeof(*q->t), ms_thread_cmp);
+        for (size_t i = 1; i < q->n; i++) {
+            if (q->t[i].k != q->t[o - 1].k || q->t[i].sub != q->t[o - 1].sub)
+                q->t[o++] = q->t[i];
+        }
+        q->n = o;
+        return 0;
     }
-    for (size_t i = 1; i < q->n; i++) {
-        if (q->t[i].k != q->t[o - 1].k || q->t[i].sub != q->t[o - 1].sub)
-            q->t[o++] = q->t[i];
+    if (r->slot == NULL && (r->slot = calloc(8 * r->rlen, sizeof(*r->slot))) == NULL)
+        return -1;
+    o = 0;
+    for (size_t i = 0; i < q->n; i++) {
+        struct ms_thread t = q->t[i];
+        uint32_t *slot = &r->slot[(size_t)t.k * 8 + t.sub];
+
+        if (*slot == 0) {
+            q->t[o++] = t;
+            *slot = (uint32_t)o;
+        } else if (t.s < q->t[*slot - 1].s) {
+            q->t[*slot - 1] = t;
+        }
     }
+    for (size_t i = 0; i < o; i++)
+        r->slot[(size_t)q->t[i].k * 8 + q->t[i].sub] = 0;
     q->n = o;
+    return 0;
 }
 
 /*
@@ -691,6 +728,12 @@ static void ms_main_inside(struct ms_ctx *x, unsigned char c, uint64_t v)
 
     if (rc == MS_FAIL) {
         ms_main_undo(x);
+        if (r->a == 0 && x->best == UINT64_MAX && r->thr[r->c ^ 1].n == 0) {
+            /* nothing partial is left: the fast path judges c (a run of '%' stays on it) */
+            ms_main_reset(r, v);
+            x->again = true;
+            return;
+        }
         ms_main_bound(x, c, v);
         return;
     }
@@ -718,8 +761,8 @@ static void ms_step(struct ms_ctx *x, unsigned char c, uint64_t v)
     cur->n = 0;
     r->c ^= 1;
     cur = &r->thr[r->c];
-    if (cur->n > 1)
-        ms_merge(cur);
+    if (cur->n > 1 && ms_merge(r, cur) != 0)
+        x->oom = true;
     if (cur->n > 0 && r->sub == MS_BOUND)
         ms_drop_covered(x->s, r);
 }
@@ -762,38 +805,46 @@ static bool ms_can_begin(const struct mask_spell *s, const unsigned char *p, siz
     return c == '\\' && (d == s->bs[0] || d == s->bs[1]);
 }
 
+#if defined(__SSE2__)
+/* ms_can_begin for the 16 positions p[0..16), each with the byte after it: one bit each. */
+static unsigned int ms_begin16(const struct mask_spell *s, const unsigned char *p)
+{
+    const __m128i *v = s->vec;
+    __m128i a = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(p + 1));
+    __m128i raw = _mm_and_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(a, v[0]), _mm_cmpeq_epi8(a, v[1])),
+        _mm_or_si128(_mm_or_si128(v[2], _mm_cmpeq_epi8(b, v[3])),
+                     _mm_or_si128(_mm_cmpeq_epi8(b, v[4]),
+                                  _mm_or_si128(_mm_cmpeq_epi8(b, v[5]), _mm_cmpeq_epi8(b, v[6])))));
+    __m128i pct = _mm_and_si128(_mm_cmpeq_epi8(a, v[7]),
+                                _mm_or_si128(_mm_cmpeq_epi8(b, v[8]), _mm_cmpeq_epi8(b, v[9])));
+    __m128i esc = _mm_and_si128(_mm_cmpeq_epi8(a, v[10]),
+                                _mm_or_si128(_mm_cmpeq_epi8(b, v[11]), _mm_cmpeq_epi8(b, v[12])));
+
+    return (unsigned int)_mm_movemask_epi8(_mm_or_si128(raw, _mm_or_si128(pct, esc)));
+}
+#endif
+
 /*
  * Index of the first position at or after i where a spelling can begin (ms_can_begin), or n.
- * With SSE2 sixteen positions are judged at once.
+ * With SSE2 sixteen positions are judged at once; the last positions of p are judged in the
+ * window of the last 17 bytes, the very last one (whose next byte is not known) on its own.
  */
 static size_t ms_skip(const struct mask_spell *s, const unsigned char *p, size_t i, size_t n)
 {
 #if defined(__SSE2__)
-    const __m128i l0 = _mm_set1_epi8((char)s->lead[0]), l1 = _mm_set1_epi8((char)s->lead[1]);
-    const __m128i n0 = _mm_set1_epi8((char)s->next[0]), n1 = _mm_set1_epi8((char)s->next[1]);
-    const __m128i n2 = _mm_set1_epi8((char)s->next[2]), n3 = _mm_set1_epi8((char)s->next[3]);
-    const __m128i pc = _mm_set1_epi8('%'), h0 = _mm_set1_epi8((char)s->pct[0]);
-    const __m128i h1 = _mm_set1_epi8((char)s->pct[1]), bs = _mm_set1_epi8('\\');
-    const __m128i u0 = _mm_set1_epi8((char)s->bs[0]), u1 = _mm_set1_epi8((char)s->bs[1]);
-    const __m128i any = _mm_set1_epi8(s->n == 1 ? -1 : 0);
+    unsigned int bits;
 
     for (; i + 17 <= n; i += 16) {
-        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
-        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(p + i + 1));
-        __m128i raw = _mm_and_si128(
-            _mm_or_si128(_mm_cmpeq_epi8(a, l0), _mm_cmpeq_epi8(a, l1)),
-            _mm_or_si128(_mm_or_si128(any, _mm_cmpeq_epi8(b, n0)),
-                         _mm_or_si128(_mm_cmpeq_epi8(b, n1),
-                                      _mm_or_si128(_mm_cmpeq_epi8(b, n2), _mm_cmpeq_epi8(b, n3)))));
-        __m128i pct = _mm_and_si128(_mm_cmpeq_epi8(a, pc),
-                                    _mm_or_si128(_mm_cmpeq_epi8(b, h0), _mm_cmpeq_epi8(b, h1)));
-        __m128i esc = _mm_and_si128(_mm_cmpeq_epi8(a, bs),
-                                    _mm_or_si128(_mm_cmpeq_epi8(b, u0), _mm_cmpeq_epi8(b, u1)));
-        unsigned int bits =
-            (unsigned int)_mm_movemask_epi8(_mm_or_si128(raw, _mm_or_si128(pct, esc)));
-
+        if ((bits = ms_begin16(s, p + i)) != 0)
+            return i + (size_t)__builtin_ctz(bits);
+    }
+    if (n >= 17 && i + 1 < n) {
+        bits = ms_begin16(s, p + n - 17) >> (i - (n - 17));
         if (bits != 0)
             return i + (size_t)__builtin_ctz(bits);
+        i = n - 1;
     }
 #endif
     for (; i < n; i++) {
@@ -901,7 +952,7 @@ static size_t ms_plain(const struct mask_spell *s, struct mask_spell_run *r,
 int mask_spell_scan(const struct mask_spell *s, struct mask_spell_run *r, const unsigned char *src,
                     size_t len, uint64_t at, unsigned char *dst, uint64_t dst_at, uint64_t *hits)
 {
-    struct ms_ctx x = {s, r, UINT64_MAX, false};
+    struct ms_ctx x = {s, r, UINT64_MAX, false, false};
     size_t i = 0;
 
     while (i < len) {
@@ -911,6 +962,7 @@ int mask_spell_scan(const struct mask_spell *s, struct mask_spell_run *r, const 
                 break;
         }
         x.best = UINT64_MAX;
+        x.again = false;
         ms_step(&x, src[i], at + i);
         if (x.oom)
             return -1;
@@ -918,7 +970,8 @@ int mask_spell_scan(const struct mask_spell *s, struct mask_spell_run *r, const 
             ms_star(r, dst, dst_at, x.best, at + i + 1);
             (*hits)++;
         }
-        i++;
+        if (!x.again)
+            i++;
     }
     return 0;
 }

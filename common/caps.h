@@ -80,9 +80,11 @@
 #define VG_H2_MAX_RESETS       100  /* streams reset by the client, beyond twice those completed */
 #define VG_GRPC_MESSAGE_MAX    (64 * 1024 * 1024) /* a gRPC message a credentialed response masks */
 
-/* Reflection masking (SPEC §4, proxy/mask.c). A form of a secret is at most three times the
- * secret (percent-encoding); base64 of user:secret (user <= 256) stays below that. Decoded
- * gzip/deflate output per response is capped: past it the response is aborted. */
+/* Reflection masking (SPEC §4, proxy/mask.c). The forms of a secret are the secret itself and
+ * base64 of user:secret (user <= 256: at most 11 268 bytes); a form may be up to three times
+ * the longest secret. The masker finds every spelling of a form itself, up to six bytes per
+ * byte of it. Decoded gzip/deflate output per response is capped: past it the response is
+ * aborted. */
 #define VG_MASK_FORM_MAX   (3 * VG_SECRET_MAX_BYTES)
 #define VG_MASK_DECODE_MAX ((size_t)1 << 30)
 

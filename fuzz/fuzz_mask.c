@@ -1,17 +1,25 @@
 /*
- * fuzz_mask.c - reflection masking (proxy/mask.c) against a slow reference.
+ * fuzz_mask.c - reflection masking (proxy/mask.c) against a slow, plain reference.
  *
- * Input: byte 0 = mode (bits 0-1: number of forms - 1, 3 meaning 1; bit 2: the data is a
- * gzip (bit 3 clear) or deflate (bit 3 set) body to decode first; bits 4-7 seed the feed sizes),
- * then per form one length byte (1 + b % 64) and the form's bytes, then the data. The data is
- * fed in pseudo-random pieces (empty, single bytes, and up to three times the longest form).
+ * Input: byte 0 = mode (bits 0-1: the secret's alphabet - visible ASCII and space, escape
+ * characters only, any byte, or "ab"; bit 2: the data is a gzip (bit 3 clear) or deflate (bit
+ * 3 set) body to decode first; otherwise bit 3 adds the base64 of the secret as a second form;
+ * bits 4-7 seed the feed sizes); byte 1: the secret's length (1 + b % 40); the secret's bytes
+ * (mapped into the alphabet); 4 bytes seeding where a spelling of each form is planted in the
+ * data and which spelling of each byte it uses (independently per byte); then the data. The
+ * stream is fed in pseudo-random pieces (empty, single bytes, and up to a few spellings long).
+ *
+ * The reference tries every start offset: a dynamic programme over the spelling grammar (each
+ * byte of a form raw, `+` for a space, `%hh` in every letter case, `\u00hh` for ASCII, `\/`,
+ * `\\`, `\"`), each spelling written out as a string and compared byte by byte.
  *
  * Invariants (abort on violation):
- * - after each feed, exactly the longest suffix of the stream that is a proper prefix of some
- *   form is held back, nothing more (no delay) and nothing less (no partial secret leaves);
- * - the output has the input's length and equals the reference: every occurrence of every form
- *   over the whole input starred; mask_count equals the number of occurrences;
- * - mask_head on a one-field head masks the value exactly as the reference does;
+ * - after each feed, exactly the bytes from the earliest start of a proper prefix of a spelling
+ *   are held back, nothing more (no delay) and nothing less (no partial secret leaves);
+ * - the output has the input's length and equals the reference: every byte of every spelling of
+ *   every form starred, every other byte unchanged; the planted spellings are starred;
+ *   mask_count equals the number of (form, end offset) pairs where a spelling ends;
+ * - mask_head on a one-field head masks the value and the name exactly as the reference does;
  * - decoding in pieces (some with a small output budget per call) gives the same verdict and
  *   bytes as decoding in one feed, within the cap and the budgets.
  */
@@ -20,18 +28,31 @@
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <openssl/evp.h>
 
 #include "policy/inject.h"
 #include "proxy/mask.h"
 
-#define FUZZ_DECODE_CAP (1 << 20)
+#define FUZZ_DECODE_CAP  (1 << 20)
+#define FUZZ_SECRET_MAX  40
+#define FUZZ_SPELL_MAX   12 /* spellings of one byte: raw, '+', 4 of %hh, 4 of \u00hh, \x */
+#define FUZZ_SPELL_BYTES 6
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 struct fuzz_in {
-    struct inject_form f[INJECT_MAX_FORMS];
-    size_t nf, maxlen;
-    uint64_t seed;
+    struct inject_form f[2];
+    size_t nf, span; /* span: the longest spelling of any form, plus one */
+    unsigned char secret[FUZZ_SECRET_MAX], b64[2 * FUZZ_SECRET_MAX + 4];
+    uint64_t seed, plant;
+};
+
+/* What the reference knows about one stream. */
+struct fuzz_ref {
+    size_t len;
+    uint8_t *want;   /* the input with every byte of every spelling starred */
+    uint8_t *viable; /* viable[s * span + j]: in[s..s+j) is a proper prefix of a spelling */
+    size_t hits;     /* (form, end offset) pairs where a spelling ends */
 };
 
 static uint64_t fuzz_rng(uint64_t *s)
@@ -42,7 +63,135 @@ static uint64_t fuzz_rng(uint64_t *s)
     return *s;
 }
 
-/* Next feed size: empty, one byte, or up to three times the longest form. */
+/* One way to write one byte of a form. */
+struct spelling {
+    char b[FUZZ_SPELL_BYTES];
+    size_t len;
+};
+
+static void spelling_set(struct spelling *w, const char *b, size_t len)
+{
+    memcpy(w->b, b, len);
+    w->len = len;
+}
+
+/* Every spelling of byte c, written out; returns how many. */
+static size_t ref_spellings(unsigned char c, struct spelling out[FUZZ_SPELL_MAX])
+{
+    static const char up[] = "0123456789ABCDEF", low[] = "0123456789abcdef";
+    size_t n = 0;
+
+    spelling_set(&out[n++], (const char *)&c, 1);
+    if (c == ' ')
+        spelling_set(&out[n++], "+", 1);
+    for (int v = 0; v < 4; v++) {
+        char hi = (v & 1 ? up : low)[c >> 4], lo = (v & 2 ? up : low)[c & 15];
+        char pct[3] = {'%', hi, lo}, u[6] = {'\\', 'u', '0', '0', hi, lo};
+
+        if (((v & 1) && hi == low[c >> 4]) || ((v & 2) && lo == low[c & 15]))
+            continue; /* a digit has one case */
+        spelling_set(&out[n++], pct, 3);
+        if (c < 0x80)
+            spelling_set(&out[n++], u, 6);
+    }
+    if (c == '/' || c == '\\' || c == '"') {
+        char e[2] = {'\\', (char)c};
+
+        spelling_set(&out[n++], e, 2);
+    }
+    return n;
+}
+
+/*
+ * Every spelling of form f starting at in[s]: rows k = 0..n of the offsets (from s) where a
+ * spelling of f[0..k) ends. Marks the proper prefixes in viable and the ends in ends[].
+ */
+static void ref_from(const struct fuzz_in *x, const struct inject_form *f, const uint8_t *in,
+                     size_t len, size_t s, struct fuzz_ref *r, uint8_t *ends, size_t *rows)
+{
+    struct spelling sp[FUZZ_SPELL_MAX];
+    size_t *cur = rows, *next = rows + x->span, ncur = 1, nnext;
+
+    cur[0] = 0;
+    for (size_t k = 0; k < f->len && ncur > 0; k++) {
+        size_t nsp = ref_spellings(f->bytes[k], sp);
+        size_t *t;
+
+        nnext = 0;
+        for (size_t i = 0; i < ncur; i++) {
+            size_t off = cur[i];
+
+            if (off > 0)
+                r->viable[s * x->span + off] = 1;
+            for (size_t w = 0; w < nsp; w++) {
+                size_t wl = sp[w].len, j = 0;
+
+                while (j < wl && s + off + j < len && in[s + off + j] == (uint8_t)sp[w].b[j])
+                    j++;
+                for (size_t q = 1; q <= j && q < wl; q++)
+                    r->viable[s * x->span + off + q] = 1;
+                if (j == wl) {
+                    size_t o = off + wl, d = 0;
+
+                    while (d < nnext && next[d] != o)
+                        d++;
+                    if (d == nnext)
+                        next[nnext++] = o;
+                }
+            }
+        }
+        t = cur;
+        cur = next;
+        next = t;
+        ncur = nnext;
+    }
+    for (size_t i = 0; i < ncur; i++) {
+        memset(r->want + s, '*', cur[i]);
+        ends[s + cur[i]] = 1;
+    }
+}
+
+static void ref_build(const struct fuzz_in *x, const uint8_t *in, size_t len, struct fuzz_ref *r)
+{
+    uint8_t *ends = malloc(len + 1);
+    size_t *rows = malloc(2 * x->span * sizeof(*rows));
+
+    r->len = len;
+    r->want = malloc(len + 1);
+    r->viable = calloc(len + 1, x->span);
+    r->hits = 0;
+    if (ends == NULL || rows == NULL || r->want == NULL || r->viable == NULL)
+        abort();
+    if (len > 0)
+        memcpy(r->want, in, len);
+    for (size_t k = 0; k < x->nf; k++) {
+        memset(ends, 0, len + 1);
+        for (size_t s = 0; s < len; s++)
+            ref_from(x, &x->f[k], in, len, s, r, ends, rows);
+        for (size_t e = 0; e <= len; e++)
+            r->hits += ends[e];
+    }
+    free(ends);
+    free(rows);
+}
+
+static void ref_free(struct fuzz_ref *r)
+{
+    free(r->want);
+    free(r->viable);
+}
+
+/* Bytes held back after the first `end` bytes: from the earliest start of a proper prefix. */
+static size_t ref_hold(const struct fuzz_in *x, const struct fuzz_ref *r, size_t end)
+{
+    for (size_t s = end >= x->span ? end - x->span + 1 : 0; s < end; s++) {
+        if (r->viable[s * x->span + (end - s)])
+            return end - s;
+    }
+    return 0;
+}
+
+/* Next feed size: empty, one byte, the rest, or up to a few spellings long. */
 static size_t fuzz_step(struct fuzz_in *x, size_t left)
 {
     uint64_t r = fuzz_rng(&x->seed);
@@ -56,91 +205,69 @@ static size_t fuzz_step(struct fuzz_in *x, size_t left)
         n = left;
         break;
     default:
-        n = (size_t)(r >> 8) % (3 * x->maxlen + 2);
+        n = (size_t)(r >> 8) % (3 * x->span + 2);
         break;
     }
     return n < left ? n : left;
 }
 
-/* Stars every occurrence of every form in want (a copy of in); returns the occurrences. */
-static size_t ref_mask(const struct fuzz_in *x, const uint8_t *in, size_t len, uint8_t *want)
-{
-    size_t hits = 0;
-
-    if (len > 0)
-        memcpy(want, in, len);
-    for (size_t k = 0; k < x->nf; k++) {
-        for (size_t i = 0; i + x->f[k].len <= len; i++) {
-            if (memcmp(in + i, x->f[k].bytes, x->f[k].len) == 0) {
-                memset(want + i, '*', x->f[k].len);
-                hits++;
-            }
-        }
-    }
-    return hits;
-}
-
-/* Longest suffix of in[0..len) that is a proper prefix of some form. */
-static size_t ref_hold(const struct fuzz_in *x, const uint8_t *in, size_t len)
-{
-    for (size_t h = x->maxlen - 1 < len ? x->maxlen - 1 : len; h > 0; h--) {
-        for (size_t k = 0; k < x->nf; k++)
-            if (x->f[k].len > h && memcmp(in + len - h, x->f[k].bytes, h) == 0)
-                return h;
-    }
-    return 0;
-}
-
-static void check_stream(struct fuzz_in *x, struct mask *m, const uint8_t *in, size_t len)
+static void check_stream(struct fuzz_in *x, struct mask *m, const uint8_t *in, size_t len,
+                         const size_t *planted, size_t nplanted)
 {
     struct evbuffer *out = evbuffer_new();
-    uint8_t *want = malloc(len + 1);
-    size_t at = 0, hits;
+    struct fuzz_ref r;
+    const uint8_t *o;
+    size_t at = 0;
 
-    if (out == NULL || want == NULL)
+    if (out == NULL)
         abort();
-    hits = ref_mask(x, in, len, want);
+    ref_build(x, in, len, &r);
     while (at < len) {
         size_t n = fuzz_step(x, len - at);
 
         if (mask_feed(m, (const char *)in + at, n, out) != 0)
             abort();
         at += n;
-        if (evbuffer_get_length(out) != at - ref_hold(x, in, at))
+        if (evbuffer_get_length(out) != at - ref_hold(x, &r, at))
             abort();
     }
     if (mask_finish(m, out) != 0 || evbuffer_get_length(out) != len)
         abort();
-    if (len > 0 && memcmp(evbuffer_pullup(out, -1), want, len) != 0)
+    o = len > 0 ? evbuffer_pullup(out, -1) : NULL;
+    if (len > 0 && memcmp(o, r.want, len) != 0)
         abort();
-    if (mask_count(m) != hits)
+    for (size_t i = 0; i < nplanted; i += 2) {
+        for (size_t b = planted[i]; b < planted[i + 1]; b++)
+            if (o[b] != '*')
+                abort();
+    }
+    if (mask_count(m) != r.hits)
         abort();
-    free(want);
+    ref_free(&r);
     evbuffer_free(out);
 }
 
 static void check_head(const struct fuzz_in *x, const struct mask *m, const uint8_t *in, size_t len)
 {
     char *value = malloc(len + 1), name[] = "X-Echo";
-    uint8_t *want = malloc(len + 1), scratch[sizeof(name)];
     struct http_field field = {name, 6, value, len};
     struct http_head h = {.status = 200, .fields = &field, .nfields = 1};
-    size_t hits;
+    struct fuzz_ref rv, rn;
 
-    if (value == NULL || want == NULL)
+    if (value == NULL)
         abort();
     if (len > 0)
         memcpy(value, in, len);
     value[len] = '\0';
-    hits = ref_mask(x, in, len, want);
-    /* the name is masked too: count its occurrences as well */
-    hits += ref_mask(x, (const uint8_t *)name, sizeof(name) - 1, scratch);
-    if (mask_head(m, &h) != hits)
+    ref_build(x, in, len, &rv);
+    ref_build(x, (const uint8_t *)name, sizeof(name) - 1, &rn);
+    if (mask_head(m, &h) != rv.hits + rn.hits)
         abort();
-    if (len > 0 && memcmp(value, want, len) != 0)
+    if ((len > 0 && memcmp(value, rv.want, len) != 0) || memcmp(name, rn.want, 6) != 0)
         abort();
+    ref_free(&rv);
+    ref_free(&rn);
     free(value);
-    free(want);
 }
 
 /* Decodes in[] in one feed and in pieces; both must agree. Returns the decoded bytes or NULL. */
@@ -188,7 +315,8 @@ static struct evbuffer *check_decode(struct fuzz_in *x, enum mask_coding c, cons
         abort();
     if (ra == 0 &&
         (evbuffer_get_length(a) != evbuffer_get_length(b) ||
-         memcmp(evbuffer_pullup(a, -1), evbuffer_pullup(b, -1), evbuffer_get_length(a)) != 0))
+         (evbuffer_get_length(a) > 0 &&
+          memcmp(evbuffer_pullup(a, -1), evbuffer_pullup(b, -1), evbuffer_get_length(a)) != 0)))
         abort();
     mask_decoder_free(&one);
     mask_decoder_free(&cut);
@@ -200,32 +328,104 @@ static struct evbuffer *check_decode(struct fuzz_in *x, enum mask_coding c, cons
     return a;
 }
 
+/* Reads the secret (mapped into the mode's alphabet) and the forms; 0, or -1 if too short. */
+static int fuzz_forms(struct fuzz_in *x, uint8_t mode, const uint8_t **p, const uint8_t *end)
+{
+    static const char escapes[] = "%\\+ /\"u0a4Af1";
+    size_t len;
+
+    if (end - *p < 1)
+        return -1;
+    len = 1 + (size_t)(**p % FUZZ_SECRET_MAX);
+    (*p)++;
+    if ((size_t)(end - *p) < len)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        uint8_t b = (*p)[i];
+
+        switch (mode & 3) {
+        case 0:
+            x->secret[i] = (unsigned char)(0x20 + b % 95);
+            break;
+        case 1:
+            x->secret[i] = (unsigned char)escapes[b % (sizeof(escapes) - 1)];
+            break;
+        case 2:
+            x->secret[i] = b;
+            break;
+        default:
+            x->secret[i] = (unsigned char)("ab"[b % 2]);
+            break;
+        }
+    }
+    *p += len;
+    x->f[0] = (struct inject_form){x->secret, len};
+    x->nf = 1;
+    if ((mode & 12) == 8) {
+        x->f[1].bytes = x->b64;
+        x->f[1].len = (size_t)EVP_EncodeBlock(x->b64, x->secret, (int)len);
+        x->nf = 2;
+    }
+    for (size_t k = 0; k < x->nf; k++) {
+        if (6 * x->f[k].len + 1 > x->span)
+            x->span = 6 * x->f[k].len + 1;
+    }
+    return 0;
+}
+
+/*
+ * The data with one spelling of each form inserted at a pseudo-random offset, each byte of the
+ * form spelled a pseudo-random way. planted[] gets each spelling's [begin, end). Returns the
+ * new stream (malloc) and its length in *outlen.
+ */
+static uint8_t *fuzz_plant(struct fuzz_in *x, const uint8_t *data, size_t len, size_t *outlen,
+                           size_t *planted)
+{
+    struct spelling sp[FUZZ_SPELL_MAX];
+    uint8_t *s = malloc(len + x->nf * (x->span + 1) + 1);
+    size_t o = 0, from = 0;
+    uint64_t rng = x->plant | 1;
+
+    if (s == NULL)
+        abort();
+    for (size_t k = 0; k < x->nf; k++) {
+        size_t at = from + (size_t)(fuzz_rng(&rng) % (len - from + 1));
+
+        memcpy(s + o, data + from, at - from);
+        o += at - from;
+        from = at;
+        planted[2 * k] = o;
+        for (size_t i = 0; i < x->f[k].len; i++) {
+            size_t n = ref_spellings(x->f[k].bytes[i], sp), w = (size_t)(fuzz_rng(&rng) % n);
+
+            memcpy(s + o, sp[w].b, sp[w].len);
+            o += sp[w].len;
+        }
+        planted[2 * k + 1] = o;
+    }
+    memcpy(s + o, data + from, len - from);
+    *outlen = o + len - from;
+    return s;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct fuzz_in x = {0};
+    struct fuzz_in x;
     struct evbuffer *dec = NULL;
     struct mask *m = NULL;
     const uint8_t *p = data + 1, *end = data + size;
-    uint8_t mode;
+    size_t planted[4], slen;
+    uint8_t mode, *stream;
 
     if (size < 1)
         return 0;
+    memset(&x, 0, sizeof(x));
     mode = data[0];
-    x.nf = (mode & 3) == 3 ? 1 : (size_t)(mode & 3) + 1;
     x.seed = 0x9e3779b97f4a7c15u ^ (uint64_t)(mode >> 4) ^ ((uint64_t)size << 32);
-    for (size_t k = 0; k < x.nf; k++) {
-        size_t len;
-
-        if (p >= end)
-            return 0;
-        len = 1 + (size_t)(*p++ % 64);
-        if ((size_t)(end - p) < len)
-            return 0;
-        x.f[k] = (struct inject_form){p, len};
-        p += len;
-        if (len > x.maxlen)
-            x.maxlen = len;
-    }
+    if (fuzz_forms(&x, mode, &p, end) != 0 || end - p < 4)
+        return 0;
+    x.plant = (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
+    p += 4;
     m = mask_new(x.f, x.nf);
     if (m == NULL)
         abort();
@@ -235,12 +435,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (dec != NULL) {
             size_t n = evbuffer_get_length(dec);
 
-            check_stream(&x, m, n > 0 ? evbuffer_pullup(dec, -1) : p, n);
+            check_stream(&x, m, n > 0 ? evbuffer_pullup(dec, -1) : p, n, NULL, 0);
             evbuffer_free(dec);
         }
     } else {
-        check_stream(&x, m, p, (size_t)(end - p));
-        check_head(&x, m, p, (size_t)(end - p));
+        stream = fuzz_plant(&x, p, (size_t)(end - p), &slen, planted);
+        check_stream(&x, m, stream, slen, planted, 2 * x.nf);
+        check_head(&x, m, stream, slen);
+        free(stream);
     }
     mask_free(&m);
     return 0;

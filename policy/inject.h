@@ -12,7 +12,7 @@
 #include "policy/httphead.h"
 #include "policy/policy.h"
 
-/* The forms in which a rule's secret leaves vaultgate, for reflection masking. */
+/* The forms of a rule's secret that reflection masking looks for. */
 #define INJECT_MAX_FORMS 3
 struct inject_form {
     const unsigned char *bytes; /* owned by the policy snapshot */
@@ -29,8 +29,9 @@ struct inject_form {
 int inject_apply(struct http_head *h, const struct policy *p, int rule);
 
 /*
- * Fills forms[] with the distinct byte strings the secret of `rule` is sent as (raw; base64 of
- * user:secret for basic; percent-encoded for query). Returns how many (1..INJECT_MAX_FORMS).
+ * Fills forms[] with the distinct byte strings reflection masking looks for, each in every
+ * spelling (proxy/mask.h): the raw secret, whose spellings include the percent-encoded query
+ * value, and for basic the base64 of user:secret. Returns how many (1..INJECT_MAX_FORMS).
  */
 size_t inject_forms(const struct policy *p, int rule, struct inject_form forms[INJECT_MAX_FORMS]);
 

@@ -349,11 +349,11 @@ static int wire_build(const struct vault_rule *r, const struct vault_secret *s,
     w->value = val;
     w->value_len = val_len;
     *alloc_len = val_len + 1;
+    /* The masker finds every percent-encoding of the raw form itself (the query value is one
+     * of them); base64 is a form of its own. */
     wire_add_form(w, s->value, s->len);
     if (r->scheme == POLICY_SCHEME_BASIC)
         wire_add_form(w, val + 6, val_len - 6);
-    else if (r->scheme == POLICY_SCHEME_QUERY)
-        wire_add_form(w, val, val_len);
     return 0;
 }
 

@@ -1,18 +1,21 @@
 /*
- * mask.c - reflection masking (SPEC §4): every occurrence of a secret's forms in a response is
- * replaced by '*' bytes of the same length before the response reaches the sandbox.
+ * mask.c - reflection masking (SPEC §4): every occurrence of a secret's forms in a response, in
+ * any spelling, is replaced by '*' bytes of the same length before the response reaches the
+ * sandbox.
  *
  * Guarantees:
- * - Every occurrence of every form is masked, overlapping ones included, however the stream is
- *   cut into feeds; the output has exactly the length of the input.
- * - Only the longest suffix of the stream so far that is a proper prefix of some form is held
- *   back; every other byte is appended to the output in the feed that brought it (no delay for
- *   server-sent events whose tail cannot start a secret).
- * - Linear time: one KMP automaton per form (at most INJECT_MAX_FORMS) with its state carried
- *   across feeds; each input byte is copied a bounded number of times and starred at most once
- *   per form. No allocation per feed beyond evbuffer space.
- * - The forms, their failure tables and the held-back bytes live in memory that is wiped on
- *   free. Nothing here logs.
+ * - Every spelling of every form (mask_spell.h: each byte raw, `%hh`, `+` for a space,
+ *   `\u00hh`, `\/`, `\\`, `\"`, mixed freely) is masked over all of its bytes, overlapping ones
+ *   included, however the stream is cut into feeds; the output has exactly the length of the
+ *   input, and no byte outside a spelling changes.
+ * - Only bytes from the earliest one that begins a partial spelling (one that can still be
+ *   completed) are held back; every other byte is appended to the output in the feed that
+ *   brought it (no delay for server-sent events whose tail cannot begin a spelling).
+ * - Linear time for the main reading of each form (one KMP automaton with escapes decoded);
+ *   readings off it are followed as threads, usually none (docs/internals/mask.md has the
+ *   bounds). No allocation per feed beyond evbuffer space, except when threads first need room.
+ * - The forms' tables, the matchers' state and the held-back bytes live in memory that is wiped
+ *   on free. Nothing here logs.
  * - gzip/deflate bodies are decoded with zlib, streaming, with the decoded size capped at
  *   VG_MASK_DECODE_MAX (common/caps.h).
  *
@@ -31,59 +34,25 @@
 
 #include "common/caps.h"
 #include "common/secmem.h"
+#include "proxy/mask_spell.h"
 
 /* Largest piece of one feed copied into the output in one go (bounds contiguous reservations). */
 #define MASK_SLICE (256 * 1024)
 
-struct mask_form {
-    unsigned char *bytes; /* secmem, len + 1 bytes */
-    size_t len;
-    uint32_t *fail; /* fail[q]: longest proper border of bytes[0..q), q in 0..len; wiped */
-};
+/* Header strings up to this length are copied on the stack for mask_head. */
+#define MASK_HEAD_STACK 256
 
 struct mask {
-    struct mask_form f[INJECT_MAX_FORMS];
+    struct mask_spell *spell[INJECT_MAX_FORMS];
+    struct mask_spell_run *run[INJECT_MAX_FORMS];
     size_t nforms;
-    size_t maxlen;
-    /* Streaming state: KMP state per form, and per form the stream offset up to which its
-     * matches are already starred (matches of one form end in increasing order). */
-    size_t q[INJECT_MAX_FORMS];
-    uint64_t done[INJECT_MAX_FORMS];
+    size_t maxhold; /* the most bytes any form can hold back */
     uint64_t matches;
     /* Held-back bytes: buf[start..end), the first of them at stream offset pos. */
-    unsigned char *buf; /* 2 * maxlen bytes, wiped on free */
+    unsigned char *buf; /* 2 * maxhold bytes, wiped on free */
     size_t start, end;
     uint64_t pos;
-    /* Distinct bytes the forms start with, for skipping while no form is partly matched. */
-    unsigned char first[INJECT_MAX_FORMS];
-    size_t nfirst;
 };
-
-_Static_assert(INJECT_MAX_FORMS == 3, "mask_scan's idle test reads three states");
-
-/* Failure function of KMP: fail[q] = length of the longest proper border of p[0..q). */
-static void mask_fail_build(const unsigned char *p, size_t len, uint32_t *fail)
-{
-    size_t k = 0;
-
-    fail[0] = 0;
-    if (len > 0)
-        fail[1] = 0;
-    for (size_t q = 1; q < len; q++) {
-        while (k > 0 && p[q] != p[k])
-            k = fail[k];
-        if (p[q] == p[k])
-            k++;
-        fail[q + 1] = (uint32_t)k;
-    }
-}
-
-static void mask_form_wipe(struct mask_form *f)
-{
-    secmem_free(&f->bytes, f->len + 1);
-    secmem_free(&f->fail, (f->len + 1) * sizeof(*f->fail));
-    f->len = 0;
-}
 
 struct mask *mask_new(const struct inject_form *forms, size_t nforms)
 {
@@ -95,29 +64,21 @@ struct mask *mask_new(const struct inject_form *forms, size_t nforms)
     if (m == NULL)
         goto out;
     for (size_t i = 0; i < nforms; i++) {
-        struct mask_form *f = &m->f[m->nforms];
-        size_t len = forms[i].len;
+        size_t len = forms[i].len, k = m->nforms;
 
         if (len == 0)
             continue; /* an empty form matches nothing worth masking */
         if (len > VG_MASK_FORM_MAX || forms[i].bytes == NULL)
             goto out;
         m->nforms++;
-        f->bytes = (unsigned char *)secmem_dup(forms[i].bytes, len);
-        if (f->bytes == NULL)
+        m->spell[k] = mask_spell_new(forms[i].bytes, len);
+        if (m->spell[k] == NULL || (m->run[k] = mask_spell_run_new(m->spell[k])) == NULL)
             goto out;
-        f->len = len;
-        f->fail = calloc(len + 1, sizeof(*f->fail));
-        if (f->fail == NULL)
-            goto out;
-        mask_fail_build(f->bytes, len, f->fail);
-        if (len > m->maxlen)
-            m->maxlen = len;
-        if (memchr(m->first, f->bytes[0], m->nfirst) == NULL)
-            m->first[m->nfirst++] = f->bytes[0];
+        if (mask_spell_max_hold(m->spell[k]) > m->maxhold)
+            m->maxhold = mask_spell_max_hold(m->spell[k]);
     }
-    if (m->maxlen > 0) {
-        m->buf = calloc(2, m->maxlen);
+    if (m->maxhold > 0) {
+        m->buf = calloc(2, m->maxhold);
         if (m->buf == NULL)
             goto out;
     }
@@ -135,9 +96,11 @@ void mask_free(struct mask **mp)
     if (mp == NULL || *mp == NULL)
         return;
     m = *mp;
-    for (size_t i = 0; i < INJECT_MAX_FORMS; i++)
-        mask_form_wipe(&m->f[i]);
-    secmem_free(&m->buf, 2 * m->maxlen);
+    for (size_t i = 0; i < INJECT_MAX_FORMS; i++) {
+        mask_spell_run_free(&m->run[i]);
+        mask_spell_free(&m->spell[i]);
+    }
+    secmem_free(&m->buf, 2 * m->maxhold);
     secmem_free(mp, sizeof(*m));
 }
 
@@ -147,103 +110,45 @@ uint64_t mask_count(const struct mask *m)
 }
 
 /*
- * Index of the first byte at or after i that some form starts with, or n. next[k] caches where
- * memchr last found first[k]; it is searched again only once i has passed it, so each byte of
- * p is searched at most once per distinct first byte. A stale 0 at the start only costs one
- * automaton step on a byte that starts nothing.
+ * Runs every form over src[0..len), the last len of the `total` bytes at dst (dst[0] at stream
+ * offset m->pos), starring into dst. Each form reads src, which no form writes, so one form's
+ * stars never hide bytes from another. Sets *keep to the bytes at the end of dst that may
+ * still be part of a spelling. 0 or -1 (out of memory).
  */
-static size_t mask_skip(const struct mask *m, const unsigned char *p, size_t i, size_t n,
-                        size_t *next)
+static int mask_scan(struct mask *m, const unsigned char *src, size_t len, unsigned char *dst,
+                     size_t total, size_t *keep)
 {
-    size_t best = n;
+    uint64_t at = m->pos + (total - len), from = m->pos + total;
 
-    for (size_t k = 0; k < m->nfirst; k++) {
-        if (next[k] < i) {
-            const unsigned char *hit = memchr(p + i, m->first[k], n - i);
+    for (size_t k = 0; k < m->nforms; k++) {
+        uint64_t h;
 
-            next[k] = hit != NULL ? (size_t)(hit - p) : n;
-        }
-        if (next[k] < best)
-            best = next[k];
+        if (mask_spell_scan(m->spell[k], m->run[k], src, len, at, dst, m->pos, &m->matches) != 0)
+            return -1;
+        h = mask_spell_hold(m->run[k]);
+        if (h < from)
+            from = h;
     }
-    return best;
+    *keep = (size_t)(m->pos + total - from);
+    return 0;
 }
 
-/*
- * Runs the automata over p[from..n), where p[0] is at stream offset base, and stars every
- * match. States q[] and watermarks done[] are carried in and out. Every match lies inside
- * p[0..n): its first len - 1 bytes were a proper prefix of the form ending the stream, which
- * the caller held back. Returns the number of matches.
- */
-static uint64_t mask_scan(const struct mask *m, size_t *q, uint64_t *done, unsigned char *p,
-                          size_t from, size_t n, uint64_t base)
-{
-    size_t next[INJECT_MAX_FORMS] = {0};
-    uint64_t hits = 0;
-    size_t i = from;
-
-    while (i < n) {
-        unsigned char c;
-
-        if ((q[0] | q[1] | q[2]) == 0) {
-            i = mask_skip(m, p, i, n, next);
-            if (i == n)
-                break;
-        }
-        c = p[i]; /* read once: a match of one form may star p[i] before the next form */
-        for (size_t k = 0; k < m->nforms; k++) {
-            const struct mask_form *f = &m->f[k];
-            size_t s = q[k];
-
-            while (s > 0 && f->bytes[s] != c)
-                s = f->fail[s];
-            if (f->bytes[s] == c)
-                s++;
-            if (s == f->len) {
-                uint64_t end = base + i + 1;
-                uint64_t beg = end - f->len;
-
-                if (beg < done[k])
-                    beg = done[k];
-                memset(p + (beg - base), '*', end - beg);
-                done[k] = end;
-                hits++;
-                s = f->fail[s];
-            }
-            q[k] = s;
-        }
-        i++;
-    }
-    return hits;
-}
-
-/* Length of the longest suffix of the stream that is a proper prefix of some form. */
-static size_t mask_hold_len(const struct mask *m)
-{
-    size_t h = 0;
-
-    for (size_t k = 0; k < m->nforms; k++)
-        if (m->q[k] > h)
-            h = m->q[k];
-    return h;
-}
-
-/* Small feed (len < maxlen): append to the held-back bytes, scan in place, emit the front. */
+/* Small feed (len < maxhold): append to the held-back bytes, scan in place, emit the front. */
 static int mask_feed_small(struct mask *m, const char *data, size_t len, struct evbuffer *out)
 {
     size_t held = m->end - m->start, keep, emit;
 
-    if (m->end + len > 2 * m->maxlen) {
-        /* Compaction costs at most maxlen bytes, paid for by the > maxlen bytes appended
+    if (m->end + len > 2 * m->maxhold) {
+        /* Compaction costs at most maxhold bytes, paid for by the > maxhold bytes appended
          * since the previous one. */
         memmove(m->buf, m->buf + m->start, held);
         m->start = 0;
         m->end = held;
     }
     memcpy(m->buf + m->end, data, len);
-    m->matches += mask_scan(m, m->q, m->done, m->buf + m->start, held, held + len, m->pos);
     m->end += len;
-    keep = mask_hold_len(m);
+    if (mask_scan(m, (const unsigned char *)data, len, m->buf + m->start, held + len, &keep) != 0)
+        return -1;
     emit = m->end - m->start - keep;
     if (emit > 0 && evbuffer_add(out, m->buf + m->start, emit) != 0)
         return -1;
@@ -264,8 +169,10 @@ static int mask_feed_large(struct mask *m, const char *data, size_t len, struct 
     p = v.iov_base;
     memcpy(p, m->buf + m->start, held);
     memcpy(p + held, data, len);
-    m->matches += mask_scan(m, m->q, m->done, p, held, total, m->pos);
-    keep = mask_hold_len(m);
+    if (mask_scan(m, (const unsigned char *)data, len, p, total, &keep) != 0) {
+        OPENSSL_cleanse(p, total);
+        return -1;
+    }
     emit = total - keep;
     memcpy(m->buf, p + emit, keep);
     OPENSSL_cleanse(p + emit, keep);
@@ -280,12 +187,12 @@ static int mask_feed_large(struct mask *m, const char *data, size_t len, struct 
 
 int mask_feed(struct mask *m, const char *data, size_t len, struct evbuffer *out)
 {
-    if (m->maxlen == 0)
+    if (m->maxhold == 0)
         return len == 0 ? 0 : evbuffer_add(out, data, len);
     while (len > 0) {
         size_t n = len < MASK_SLICE ? len : MASK_SLICE;
         int rc =
-            n < m->maxlen ? mask_feed_small(m, data, n, out) : mask_feed_large(m, data, n, out);
+            n < m->maxhold ? mask_feed_small(m, data, n, out) : mask_feed_large(m, data, n, out);
 
         if (rc != 0)
             return -1;
@@ -302,37 +209,67 @@ int mask_finish(struct mask *m, struct evbuffer *out)
     if (held > 0 && evbuffer_add(out, m->buf + m->start, held) != 0)
         return -1;
     if (m->buf != NULL)
-        OPENSSL_cleanse(m->buf, 2 * m->maxlen);
+        OPENSSL_cleanse(m->buf, 2 * m->maxhold);
     m->start = m->end = 0;
     m->pos = 0;
-    memset(m->q, 0, sizeof(m->q));
-    memset(m->done, 0, sizeof(m->done));
+    for (size_t k = 0; k < m->nforms; k++)
+        mask_spell_run_reset(m->run[k]);
     return 0;
 }
 
-/* Masks one string in place, independently of any stream. Returns the number of matches. */
-static size_t mask_string(const struct mask *m, char *s, size_t len)
+/*
+ * Masks one string in place, as a stream of its own, with the scratch runs given. Every form
+ * reads a copy of the string. When memory runs out the whole string is starred: it might hold
+ * a secret. Returns the number of spellings' ends.
+ */
+static size_t mask_string(const struct mask *m, struct mask_spell_run **runs, char *s, size_t len)
 {
-    size_t q[INJECT_MAX_FORMS] = {0};
-    uint64_t done[INJECT_MAX_FORMS] = {0};
+    unsigned char stack[MASK_HEAD_STACK], *copy = stack;
+    uint64_t hits = 0;
+    int rc = 0;
 
     if (s == NULL || len == 0 || m->nforms == 0)
         return 0;
-    return (size_t)mask_scan(m, q, done, (unsigned char *)s, 0, len, 0);
+    if (len > sizeof(stack))
+        copy = malloc(len);
+    if (copy != NULL)
+        memcpy(copy, s, len);
+    for (size_t k = 0; k < m->nforms && copy != NULL && rc == 0; k++) {
+        if (runs[k] == NULL) {
+            rc = -1;
+            break;
+        }
+        mask_spell_run_reset(runs[k]);
+        rc = mask_spell_scan(m->spell[k], runs[k], copy, len, 0, (unsigned char *)s, 0, &hits);
+    }
+    if (copy == NULL || rc != 0) {
+        memset(s, '*', len);
+        hits = 1;
+    }
+    if (copy != NULL)
+        OPENSSL_cleanse(copy, len);
+    if (copy != stack)
+        free(copy);
+    return (size_t)hits;
 }
 
 size_t mask_head(const struct mask *m, struct http_head *h)
 {
+    struct mask_spell_run *runs[INJECT_MAX_FORMS] = {NULL};
     size_t n = 0;
 
+    for (size_t k = 0; k < m->nforms; k++)
+        runs[k] = mask_spell_run_new(m->spell[k]);
     if (h->reason != NULL)
-        n += mask_string(m, (char *)h->reason, strlen(h->reason));
+        n += mask_string(m, runs, (char *)h->reason, strlen(h->reason));
     for (size_t i = 0; i < h->nfields; i++) {
         struct http_field *f = &h->fields[i];
 
-        n += mask_string(m, (char *)f->name, f->name_len);
-        n += mask_string(m, (char *)f->value, f->value_len);
+        n += mask_string(m, runs, (char *)f->name, f->name_len);
+        n += mask_string(m, runs, (char *)f->value, f->value_len);
     }
+    for (size_t k = 0; k < m->nforms; k++)
+        mask_spell_run_free(&runs[k]);
     return n;
 }
 

@@ -1,9 +1,11 @@
 /*
  * mask.h - reflection masking (SPEC §4): an upstream that echoes a request must not hand the
- * injected secret back to the sandbox. Every occurrence of any of the secret's forms (raw,
- * base64 user:secret, percent-encoded) in the response head and body is replaced by '*' bytes
- * of the same length, across buffer boundaries. gzip/deflate bodies are decoded first.
- * Pure streaming code: no sockets, no logging.
+ * injected secret back to the sandbox. Every occurrence of any of the secret's forms (raw;
+ * base64 of user:secret for basic) in the response head and body, in any spelling - each byte
+ * raw, percent-encoded (`%hh`, either case; `+` for a space) or JSON-escaped (`\u00hh`, `\/`,
+ * `\\`, `\"`), mixed freely - is replaced by '*' bytes of the same length, across buffer
+ * boundaries. gzip/deflate bodies are decoded first. Pure streaming code: no sockets, no
+ * logging.
  */
 #ifndef VG_MASK_H
 #define VG_MASK_H
@@ -20,9 +22,10 @@
 struct mask;
 
 /*
- * A masker for the given forms (copied; wiped on free). Holds back at most the longest form's
- * length - 1 bytes, and only while they could be the start of a form, so a stream (SSE) that
- * does not contain a prefix of a secret at its end is passed on with no delay.
+ * A masker for the given forms (copied; wiped on free; each at most VG_MASK_FORM_MAX bytes).
+ * Holds back only bytes from the earliest one that begins a partial spelling of a form (one
+ * that can still be completed) - at most 6 bytes per byte of the longest form - so a stream
+ * (SSE) whose tail cannot begin a spelling is passed on with no delay.
  */
 struct mask *mask_new(const struct inject_form *forms, size_t nforms);
 void mask_free(struct mask **mp);
@@ -34,12 +37,13 @@ int mask_feed(struct mask *m, const char *data, size_t len, struct evbuffer *out
  * masker is ready for a new stream (e.g. the next response on a keep-alive connection). */
 int mask_finish(struct mask *m, struct evbuffer *out);
 
-/* Occurrences masked by mask_feed since mask_new (a count for metrics; never a secret). */
+/* Occurrences masked by mask_feed since mask_new, counted once per form and end offset (a
+ * count for metrics; never a secret). */
 uint64_t mask_count(const struct mask *m);
 
 /* Masks every field value (and the reason phrase) of a head in place. Returns how many
  * occurrences were masked. Field names are masked as well ('*' is a token character); each
- * string is masked on its own. */
+ * string is masked on its own. Should memory run out, a string is starred whole. */
 size_t mask_head(const struct mask *m, struct http_head *h);
 
 enum mask_coding {

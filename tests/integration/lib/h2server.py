@@ -3,8 +3,12 @@
 
 H2Upstream: a threaded TLS server on <random 127.x.y.z>:443 offering ALPN h2 (and http/1.1
 only when asked, to play an HTTP/1.1-only server), recording each request (headers as a list of
-(name, value), body bytes, trailers) and answering with handler(req) -> H2Answer. It is the other
-side of the wire: the cases assert the exact fields it received.
+(name, value), body bytes, trailers, the connection it came on) and answering with
+handler(req) -> H2Answer. It is the other side of the wire: the cases assert the exact fields it
+received. Per connection it counts the streams and the most that were open at once
+(.conns); max_streams sets SETTINGS_MAX_CONCURRENT_STREAMS, which python-h2 then enforces from
+the first frame on: a client opening one stream too many kills that connection, and the case
+sees it in .errors.
 """
 import os
 import random
@@ -27,37 +31,55 @@ def need_h2():
 
 
 class H2Request:
-    def __init__(self, stream_id, headers):
+    def __init__(self, stream_id, headers, conn):
         self.stream_id = stream_id
         self.headers = headers
+        self.conn = conn  # index of the connection it came on (0 for the first)
         self.body = b""
         self.trailers = []
         self.ended = False
+        self.reset_by_client = None  # RST_STREAM error code from the client, if any
 
     def header(self, name):
         return [v for n, v in self.headers if n == name]
 
 
 class H2Answer:
-    """status, headers [(n, v)], body chunks (each one DATA frame; ('sleep', s) pauses),
-    trailers [(n, v)] or None, reset=True: RST_STREAM instead of an answer."""
+    """status, headers [(n, v)], body chunks (each one DATA frame; ('sleep', s) pauses,
+    ('reset', code) sends RST_STREAM there and ends the answer), trailers [(n, v)] or None,
+    reset=True: RST_STREAM instead of an answer, goaway=True: GOAWAY (NO_ERROR, last stream =
+    this one) right after the head, so that a client holding the whole answer has read it; the
+    connection stays open, and a stream the client opens on it later is an error."""
 
-    def __init__(self, status=200, headers=(), chunks=(b"ok",), trailers=None, reset=False):
+    def __init__(self, status=200, headers=(), chunks=(b"ok",), trailers=None, reset=False,
+                 goaway=False):
         self.status, self.headers, self.chunks = status, list(headers), list(chunks)
-        self.trailers, self.reset = trailers, reset
+        self.trailers, self.reset, self.goaway = trailers, reset, goaway
+
+
+class H2ConnInfo:
+    def __init__(self, index):
+        self.index = index
+        self.streams = 0  # requests received
+        self.open = 0     # streams open now (request received, answer not ended)
+        self.peak = 0     # the most open at once
+        self.goaway = None  # the last stream id of the GOAWAY sent, if one was
 
 
 class H2Upstream:
-    def __init__(self, cert, key, handler, alpn=("h2",), addr=None, port=443):
+    def __init__(self, cert, key, handler, alpn=("h2",), addr=None, port=443, max_streams=None):
         import h2.config  # noqa: F401
         self.handler = handler
         self.requests = []
         self.errors = []
         self.accepts = 0
+        self.conns = []
+        self.max_streams = max_streams
         self.lock = threading.Lock()
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ctx.load_cert_chain(cert, key)
         self.ctx.set_alpn_protocols(list(alpn))
+        self.sock = None
         for _ in range(50):
             a = addr or "127.%d.%d.%d" % (random.randint(1, 254), random.randint(0, 255),
                                           random.randint(2, 254))
@@ -67,9 +89,13 @@ class H2Upstream:
                 s.bind((a, port))
             except OSError:
                 s.close()
+                if addr:
+                    raise
                 continue
             self.sock, self.addr, self.port = s, a, port
             break
+        if self.sock is None:
+            raise OSError("no free loopback address for the h2 upstream")
         self.sock.listen(128)
         self.stopped = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -92,12 +118,19 @@ class H2Upstream:
                 return
             with self.lock:
                 self.accepts += 1
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+                info = H2ConnInfo(len(self.conns))
+                self.conns.append(info)
+            threading.Thread(target=self._serve, args=(c, info), daemon=True).start()
 
-    def _serve(self, raw):
+    def _stream_done(self, info):
+        with self.lock:
+            info.open -= 1
+
+    def _serve(self, raw, info):
         import h2.config
         import h2.connection
         import h2.events
+        import h2.settings
         try:
             s = self.ctx.wrap_socket(raw, server_side=True)
         except (OSError, ssl.SSLError) as e:
@@ -109,6 +142,9 @@ class H2Upstream:
             return
         conn = h2.connection.H2Connection(h2.config.H2Configuration(
             client_side=False, header_encoding="utf-8", validate_inbound_headers=True))
+        if self.max_streams is not None:
+            conn.local_settings = h2.settings.Settings(client=False, initial_values={
+                h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.max_streams})
         conn.initiate_connection()
         wlock = threading.Lock()
 
@@ -120,7 +156,7 @@ class H2Upstream:
         with wlock:
             flush()
         reqs = {}
-        s.settimeout(30)
+        s.settimeout(60)
         try:
             while True:
                 data = s.recv(65536)
@@ -129,27 +165,56 @@ class H2Upstream:
                 with wlock:
                     events = conn.receive_data(data)
                     for ev in events:
+                        r = reqs.get(getattr(ev, "stream_id", None))
                         if isinstance(ev, h2.events.RequestReceived):
-                            reqs[ev.stream_id] = H2Request(ev.stream_id, list(ev.headers))
+                            reqs[ev.stream_id] = H2Request(ev.stream_id, list(ev.headers),
+                                                           info.index)
+                            if info.goaway is not None and ev.stream_id > info.goaway:
+                                self.errors.append("stream %d opened after GOAWAY" %
+                                                   ev.stream_id)
+                            with self.lock:
+                                info.streams += 1
+                                info.open += 1
+                                info.peak = max(info.peak, info.open)
                         elif isinstance(ev, h2.events.DataReceived):
-                            reqs[ev.stream_id].body += ev.data
+                            if r is not None:
+                                r.body += ev.data
                             conn.acknowledge_received_data(ev.flow_controlled_length,
                                                            ev.stream_id)
-                        elif isinstance(ev, h2.events.TrailersReceived):
-                            reqs[ev.stream_id].trailers = list(ev.headers)
-                        elif isinstance(ev, h2.events.StreamEnded):
-                            r = reqs[ev.stream_id]
+                        elif isinstance(ev, h2.events.TrailersReceived) and r is not None:
+                            r.trailers = list(ev.headers)
+                        elif isinstance(ev, h2.events.StreamReset) and r is not None:
+                            if r.reset_by_client is None and not r.ended:
+                                self._stream_done(info)  # the answer never starts
+                            r.reset_by_client = int(ev.error_code)
+                        elif isinstance(ev, h2.events.StreamEnded) and r is not None:
                             r.ended = True
                             with self.lock:
                                 self.requests.append(r)
-                            threading.Thread(target=self._answer, args=(conn, s, wlock, r),
+                            threading.Thread(target=self._answer,
+                                             args=(conn, s, wlock, r, info),
                                              daemon=True).start()
                     flush()
-        except (OSError, ssl.SSLError, Exception) as e:  # noqa: BLE001 - recorded for the case
+        except Exception as e:  # noqa: BLE001 - recorded for the case
             if not self.stopped:
                 self.errors.append("serve: %r" % e)
+        finally:
+            try:
+                s.close()
+            except OSError:
+                pass
 
-    def _answer(self, conn, s, wlock, r):
+    def _answer(self, conn, s, wlock, r, info):
+        import h2.exceptions
+        try:
+            self._answer_stream(conn, s, wlock, r, info)
+        except (h2.exceptions.StreamClosedError, OSError):
+            pass  # the client reset the stream, or the connection went away
+        finally:
+            if r.reset_by_client is None:
+                self._stream_done(info)
+
+    def _answer_stream(self, conn, s, wlock, r, info):
         a = self.handler(r)
         with wlock:
             if a.reset:
@@ -160,19 +225,32 @@ class H2Upstream:
             end_now = not a.chunks and a.trailers is None
             conn.send_headers(r.stream_id, hdrs, end_stream=end_now)
             s.sendall(conn.data_to_send())
+            if a.goaway:
+                # beside h2's state machine, which would refuse to send the rest after it
+                from hyperframe.frame import GoAwayFrame
+                info.goaway = r.stream_id
+                s.sendall(GoAwayFrame(0, last_stream_id=r.stream_id, error_code=0).serialize())
+        last_data = max([i for i, c in enumerate(a.chunks) if not isinstance(c, tuple)],
+                        default=-1)
+        resets = any(isinstance(c, tuple) and c[0] == "reset" for c in a.chunks)
         for i, ch in enumerate(a.chunks):
-            if isinstance(ch, tuple):
+            if isinstance(ch, tuple) and ch[0] == "sleep":
                 time.sleep(ch[1])
                 continue
-            last = i == len(a.chunks) - 1 and a.trailers is None
+            if isinstance(ch, tuple) and ch[0] == "reset":
+                with wlock:
+                    conn.reset_stream(r.stream_id, error_code=ch[1])
+                    s.sendall(conn.data_to_send())
+                return
+            last = i == last_data and a.trailers is None and not resets
             sent = 0
             while sent < len(ch) or (len(ch) == 0 and sent == 0):
                 with wlock:
+                    if r.reset_by_client is not None:
+                        return
                     window = min(conn.local_flow_control_window(r.stream_id),
                                  conn.max_outbound_frame_size)
-                    if window <= 0 and len(ch) > 0:
-                        pass
-                    else:
+                    if window > 0 or len(ch) == 0:
                         piece = ch[sent:sent + max(window, 0)]
                         conn.send_data(r.stream_id, piece,
                                        end_stream=last and sent + len(piece) >= len(ch))

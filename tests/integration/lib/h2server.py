@@ -5,10 +5,10 @@ H2Upstream: a threaded TLS server on <random 127.x.y.z>:443 offering ALPN h2 (an
 only when asked, to play an HTTP/1.1-only server), recording each request (headers as a list of
 (name, value), body bytes, trailers, the connection it came on) and answering with
 handler(req) -> H2Answer. It is the other side of the wire: the cases assert the exact fields it
-received. Per connection it counts the streams and the most that were open at once
-(.conns); max_streams sets SETTINGS_MAX_CONCURRENT_STREAMS, which python-h2 then enforces from
-the first frame on: a client opening one stream too many kills that connection, and the case
-sees it in .errors.
+received. Per connection it counts the streams and the most that were open at once, and keeps
+the server name it was reached by (.conns); max_streams sets SETTINGS_MAX_CONCURRENT_STREAMS,
+which python-h2 then enforces from the first frame on: a client opening one stream too many
+kills that connection, and the case sees it in .errors.
 """
 import os
 import random
@@ -64,6 +64,7 @@ class H2ConnInfo:
         self.open = 0     # streams open now (request received, answer not ended)
         self.peak = 0     # the most open at once
         self.goaway = None  # the last stream id of the GOAWAY sent, if one was
+        self.sni = None     # the server name the client sent
 
 
 class H2Upstream:
@@ -79,6 +80,7 @@ class H2Upstream:
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ctx.load_cert_chain(cert, key)
         self.ctx.set_alpn_protocols(list(alpn))
+        self.ctx.sni_callback = self._sni
         self.sock = None
         for _ in range(50):
             a = addr or "127.%d.%d.%d" % (random.randint(1, 254), random.randint(0, 255),
@@ -122,6 +124,10 @@ class H2Upstream:
                 self.conns.append(info)
             threading.Thread(target=self._serve, args=(c, info), daemon=True).start()
 
+    @staticmethod
+    def _sni(sslsock, name, ctx):
+        sslsock.vg_sni = name
+
     def _stream_done(self, info):
         with self.lock:
             info.open -= 1
@@ -136,6 +142,7 @@ class H2Upstream:
         except (OSError, ssl.SSLError) as e:
             self.errors.append("handshake: %s" % e)
             return
+        info.sni = getattr(s, "vg_sni", None)
         if s.selected_alpn_protocol() != "h2":
             self.errors.append("alpn: %r" % s.selected_alpn_protocol())
             s.close()

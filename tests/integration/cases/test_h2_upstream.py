@@ -58,6 +58,8 @@ def handler(r):
     if path.startswith("/reset"):
         return H2Answer(200, [("content-type", "text/plain")],
                         [b"partial", ("sleep", 0.3), ("reset", 2)])
+    if path.startswith("/slow"):
+        return H2Answer(200, [], [b"first", ("sleep", 3), b"never read"])
     if path.startswith("/goaway"):
         return H2Answer(200, [], [b"conn=%d" % r.conn], goaway=True)
     if path.startswith("/hold-a"):
@@ -284,6 +286,28 @@ try:
     t.check(st_b == 200 and body_b == b"conn=%d /hold-b" % accepts,
             "B, refused by the GOAWAY: %r %r %r" % (st_b, rst_b, body_b))
     completed["api.example.test"] += 2
+    c.close()
+
+    # ---- the client goes away mid-answer: the upstream stream is cancelled, the connection kept
+    c = h2raw.Conn(vg.port, vg.ca)
+    accepts = up.accepts
+    sid = h2req(c, "/slow-h2")
+    c.pump(lambda c: any(getattr(ev, "stream_id", None) == sid and
+                         isinstance(ev, h2.events.DataReceived) for ev in c.events))
+    c.h2.reset_stream(sid, error_code=8)
+    c.flush()
+    s = vg.tls_client("api.example.test")
+    s.sendall(b"GET /slow-h1 HTTP/1.1\r\nHost: api.example.test\r\n\r\n")
+    t.check(b"first" in s.recv(4096) or b"first" in s.recv(4096), "slow h1 answer")
+    s.close()
+    for path in ("/slow-h2", "/slow-h1"):
+        r = last_request(path)
+        t.check(t.wait_for(lambda: r.reset_by_client is not None),
+                "%s: the upstream stream outlived its client" % path)
+        t.check(r.reset_by_client == 8, "%s: reset with %r, not CANCEL" % (path, r.reset_by_client))
+    sid = h2req(c, "/after-cancel")
+    t.check(c.outcome(sid)[0] == 200 and up.accepts == accepts, "after the client went away")
+    completed["api.example.test"] += 1
     c.close()
 
     # ---- an upstream nobody listens on -------------------------------------------------------

@@ -6,13 +6,15 @@ forty streams, twenty of them open at the same time. An upstream that allows onl
 concurrent streams (SETTINGS_MAX_CONCURRENT_STREAMS 5, enforced by python-h2 from its first
 frame on) never sees a sixth open stream on any connection - not even in the moment before its
 SETTINGS reach vaultgate - and every one of twenty concurrent requests from either kind of
-client still completes, spread over as few connections as the limit allows.
+client still completes, spread over as few connections as the limit allows. When the request
+whose dial the others wait for goes away before the (slow) handshake ends, the waiting
+requests dial again and complete, together on one new connection.
 
 Why this can fail: a proxy that dials for each request while the first connection is still
 being made opens twenty connections for a burst of twenty requests (vaultgate did, before
 requests learned to wait for the connection being dialled); one that assumes the default of 100
 streams until the server's SETTINGS arrive overruns a server that allows five, which kills the
-connection and every request on it."""
+connection and every request on it; requests queued on a dial nobody completes hang."""
 import os
 import subprocess
 import sys
@@ -21,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import h2server  # noqa: E402
 
 h2server.need_h2()
+import h2raw  # noqa: E402
 import vgtest as t  # noqa: E402
 from h2server import H2Answer, H2Upstream  # noqa: E402
 
@@ -35,12 +38,14 @@ def handler(r):
 
 t.require_binary()
 d = t.tmpdir()
-certs = t.make_certs(d, ["api.example.test", "five.example.test"])
+certs = t.make_certs(d, ["api.example.test", "five.example.test", "slow.example.test"])
 up = H2Upstream(certs["cert"], certs["key"], handler)
 five = H2Upstream(certs["cert"], certs["key"], handler, max_streams=5)
-vault = t.example_vault(hosts={"five.example.test": "allow"})
+slow = H2Upstream(certs["cert"], certs["key"], handler, handshake_delay=0.7)
+vault = t.example_vault(hosts={"five.example.test": "allow", "slow.example.test": "allow"})
 vg = t.Vaultgate(d, vault, upstream_ca=certs["ca"],
-                 pins=[up.pin("api.example.test"), five.pin("five.example.test")]).start()
+                 pins=[up.pin("api.example.test"), five.pin("five.example.test"),
+                       slow.pin("slow.example.test")]).start()
 
 
 def nghttp_burst(host, n=20):
@@ -98,12 +103,29 @@ try:
     t.check(max(peak for _, peak in conns) == 5 and five.accepts <= 12,
             "connections not shared up to the limit: %r" % (conns,))
     t.check(not up.errors, "upstream errors %r" % up.errors)
+    # the request that dials goes away while the others wait for its connection
+    c = h2raw.Conn(vg.port, vg.ca, sni="slow.example.test")
+    hdrs = [(":method", "GET"), (":scheme", "https"), (":authority", "slow.example.test")]
+    first = c.request(hdrs + [(":path", "/dialer")])
+    rest = [c.request(hdrs + [(":path", "/queued-%d" % i)]) for i in range(3)]
+    c.h2.reset_stream(first, error_code=8)
+    c.flush()
+    for i, sid in enumerate(rest):
+        st, rst, body = c.outcome(sid, timeout=10)
+        t.check(st == 200 and body == b"conn=1 /queued-%d" % i, "queued request %d after its "
+                "dialer left: %r %r %r" % (i, st, rst, body))
+    c.close()
+    t.check([r.header(":path")[0] for r in slow.requests if r.header(":path")[0] == "/dialer"]
+            == [], "the request that went away reached the upstream")
+    t.check(slow.accepts == 2 and slow.conns[1].streams == 3, "slow dial: %d connections %r" %
+            (slow.accepts, [(x.streams, x.peak) for x in slow.conns]))
 finally:
     vg.stop()
     up.stop()
     five.stop()
+    slow.stop()
 log = vg.stderr()
 t.check(SECRET not in log, "secret in the log")
 reqs = vg.events("request")
-t.check(len([e for e in reqs if e.get("status") == 200]) == 80,
+t.check(len([e for e in reqs if e.get("status") == 200]) == 83,
         "request lines: %d" % len(reqs))

@@ -8,7 +8,8 @@ handler(req) -> H2Answer. It is the other side of the wire: the cases assert the
 received. Per connection it counts the streams and the most that were open at once, and keeps
 the server name it was reached by (.conns); max_streams sets SETTINGS_MAX_CONCURRENT_STREAMS,
 which python-h2 then enforces from the first frame on: a client opening one stream too many
-kills that connection, and the case sees it in .errors.
+kills that connection, and the case sees it in .errors. handshake_delay holds each TLS handshake
+back that long (a slow dial).
 """
 import os
 import random
@@ -68,9 +69,11 @@ class H2ConnInfo:
 
 
 class H2Upstream:
-    def __init__(self, cert, key, handler, alpn=("h2",), addr=None, port=443, max_streams=None):
+    def __init__(self, cert, key, handler, alpn=("h2",), addr=None, port=443, max_streams=None,
+                 handshake_delay=0):
         import h2.config  # noqa: F401
         self.handler = handler
+        self.handshake_delay = handshake_delay
         self.requests = []
         self.errors = []
         self.accepts = 0
@@ -137,6 +140,7 @@ class H2Upstream:
         import h2.connection
         import h2.events
         import h2.settings
+        time.sleep(self.handshake_delay)
         try:
             s = self.ctx.wrap_socket(raw, server_side=True)
         except (OSError, ssl.SSLError) as e:

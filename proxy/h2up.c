@@ -914,7 +914,9 @@ void h2up_close(struct h2up_stream **sp)
     *sp = NULL;
     s->detached = true;
     if (!s->closed && !s->c->freed && s->id >= 0) {
-        if (!s->ended)
+        /* an answer still coming, or a request body that will not be completed (the server
+         * answered early): either way the stream would stay open on both sides */
+        if (!s->ended || !s->out_eof)
             nghttp2_submit_rst_stream(s->c->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
         event_active(s->c->resume, EV_TIMEOUT, 1);
     }

@@ -106,7 +106,8 @@ int h2up_body_end(struct h2up_stream *s);
 /* Gives the response bytes delivered so far back to the server's stream window. */
 void h2up_consume(struct h2up_stream *s);
 
-/* Ends the exchange's use of the stream (reset when it is still open) and NULLs *sp. */
+/* Ends the exchange's use of the stream and NULLs *sp: reset (CANCEL) while the response or
+ * the request body is incomplete. */
 void h2up_close(struct h2up_stream **sp);
 
 /* Closes every connection of w (its teardown). */

@@ -29,6 +29,7 @@ import h2server  # noqa: E402
 
 h2server.need_h2()
 import h2.events  # noqa: E402
+import h2.exceptions  # noqa: E402
 import h2raw  # noqa: E402
 import hpack  # noqa: E402
 import vgtest as t  # noqa: E402
@@ -58,6 +59,8 @@ def handler(r):
     if path.startswith("/reset"):
         return H2Answer(200, [("content-type", "text/plain")],
                         [b"partial", ("sleep", 0.3), ("reset", 2)])
+    if path.startswith("/early"):
+        return H2Answer(200, [("content-length", "5")], [b"early"])
     if path.startswith("/slow"):
         return H2Answer(200, [], [b"first", ("sleep", 3), b"never read"])
     if path.startswith("/goaway"):
@@ -76,7 +79,8 @@ def handler(r):
 t.require_binary()
 d = t.tmpdir()
 certs = t.make_certs(d, ["api.example.test", "query.example.test", "down.example.test"])
-up = H2Upstream(certs["cert"], certs["key"], handler)
+up = H2Upstream(certs["cert"], certs["key"], handler,
+                early=lambda r: r.header(":path")[0].startswith("/early"))
 vault = t.example_vault(
     secrets={"API_KEY": {"value": SECRET}, "Q_KEY": {"value": QSECRET}},
     rules=[{"host_pattern": "api.example.test", "secret": "API_KEY", "scheme": "bearer"},
@@ -308,6 +312,29 @@ try:
     sid = h2req(c, "/after-cancel")
     t.check(c.outcome(sid)[0] == 200 and up.accepts == accepts, "after the client went away")
     completed["api.example.test"] += 1
+    # a whole answer before the request body ended (RFC 9113 §8.1), the client's body stopping
+    # there: the upstream stream is cancelled, not left open half-sent
+    s = vg.tls_client("api.example.test")
+    s.sendall(b"POST /early-h1 HTTP/1.1\r\nHost: api.example.test\r\nContent-Length: 100000"
+              b"\r\n\r\n" + b"a" * 1000)
+    r, _ = t.parse_response(s.recv(65536), reader=lambda: s.recv(65536))
+    t.check(r.status == 200 and r.body == b"early", "early answer, h1 client: %r" % r)
+    sid = c.request([(":method", "POST"), (":scheme", "https"),
+                     (":authority", "api.example.test"), (":path", "/early-h2")], body=b"a" * 1000,
+                    end=False)
+    st, _, body = c.outcome(sid)
+    t.check(st == 200 and body == b"early", "early answer, h2 client: %r %r" % (st, body))
+    try:
+        c.h2.reset_stream(sid, error_code=8)  # unless vaultgate reset it first
+        c.flush()
+    except h2.exceptions.StreamClosedError:
+        pass
+    s.close()
+    for path in ("/early-h1", "/early-h2"):
+        r = last_request(path)
+        t.check(t.wait_for(lambda: r.reset_by_client is not None),
+                "%s: the upstream stream was left open half-sent" % path)
+    completed["api.example.test"] += 2
     c.close()
 
     # ---- an upstream nobody listens on -------------------------------------------------------

@@ -9,7 +9,8 @@ received. Per connection it counts the streams and the most that were open at on
 the server name it was reached by (.conns); max_streams sets SETTINGS_MAX_CONCURRENT_STREAMS,
 which python-h2 then enforces from the first frame on: a client opening one stream too many
 kills that connection, and the case sees it in .errors. handshake_delay holds each TLS handshake
-back that long (a slow dial).
+back that long (a slow dial). early(req) -> True answers that request as soon as its head is in,
+before its body ended (and never resets it: the client is left to end or cancel it).
 """
 import os
 import random
@@ -40,6 +41,8 @@ class H2Request:
         self.trailers = []
         self.ended = False
         self.reset_by_client = None  # RST_STREAM error code from the client, if any
+        self.early = False  # answered before its body ended
+        self.done = False   # no longer counted as open
 
     def header(self, name):
         return [v for n, v in self.headers if n == name]
@@ -70,9 +73,10 @@ class H2ConnInfo:
 
 class H2Upstream:
     def __init__(self, cert, key, handler, alpn=("h2",), addr=None, port=443, max_streams=None,
-                 handshake_delay=0):
+                 handshake_delay=0, early=None):
         import h2.config  # noqa: F401
         self.handler = handler
+        self.early = early
         self.handshake_delay = handshake_delay
         self.requests = []
         self.errors = []
@@ -131,9 +135,11 @@ class H2Upstream:
     def _sni(sslsock, name, ctx):
         sslsock.vg_sni = name
 
-    def _stream_done(self, info):
+    def _stream_done(self, info, r):
         with self.lock:
-            info.open -= 1
+            if not r.done:
+                r.done = True
+                info.open -= 1
 
     def _serve(self, raw, info):
         import h2.config
@@ -183,10 +189,18 @@ class H2Upstream:
                             if info.goaway is not None and ev.stream_id > info.goaway:
                                 self.errors.append("stream %d opened after GOAWAY" %
                                                    ev.stream_id)
+                            r = reqs[ev.stream_id]
                             with self.lock:
                                 info.streams += 1
                                 info.open += 1
                                 info.peak = max(info.peak, info.open)
+                            if self.early is not None and self.early(r):
+                                r.early = True
+                                with self.lock:
+                                    self.requests.append(r)
+                                threading.Thread(target=self._answer,
+                                                 args=(conn, s, wlock, r, info),
+                                                 daemon=True).start()
                         elif isinstance(ev, h2.events.DataReceived):
                             if r is not None:
                                 r.body += ev.data
@@ -195,11 +209,12 @@ class H2Upstream:
                         elif isinstance(ev, h2.events.TrailersReceived) and r is not None:
                             r.trailers = list(ev.headers)
                         elif isinstance(ev, h2.events.StreamReset) and r is not None:
-                            if r.reset_by_client is None and not r.ended:
-                                self._stream_done(info)  # the answer never starts
+                            self._stream_done(info, r)
                             r.reset_by_client = int(ev.error_code)
                         elif isinstance(ev, h2.events.StreamEnded) and r is not None:
                             r.ended = True
+                            if r.early:
+                                continue
                             with self.lock:
                                 self.requests.append(r)
                             threading.Thread(target=self._answer,
@@ -222,8 +237,7 @@ class H2Upstream:
         except (h2.exceptions.StreamClosedError, OSError):
             pass  # the client reset the stream, or the connection went away
         finally:
-            if r.reset_by_client is None:
-                self._stream_done(info)
+            self._stream_done(info, r)
 
     def _answer_stream(self, conn, s, wlock, r, info):
         a = self.handler(r)

@@ -255,7 +255,7 @@ try:
         t.fail("a cut chunked body parsed as complete: %r" % out)
     except EOFError:
         pass
-    t.check(up.accepts == accepts, "a stream reset cost the upstream connection")
+    t.check(up.accepts == accepts, "a stream reset cost the upstream connection: %r" % up.errors)
 
     # ---- GOAWAY: the next request takes a new connection ------------------------------------
     def get(kind, path):

@@ -93,7 +93,8 @@ try:
             "a request on the shared connection went without its credential")
     # a server that allows five streams at once
     st = nghttp_burst("five.example.test")
-    t.check(st == ["200"] * 20, "limit 5, nghttp statuses %r" % st)
+    t.check(st == ["200"] * 20, "limit 5, nghttp statuses %r; upstream %r %r" %
+            (st, five.errors, [(c.streams, c.peak) for c in five.conns]))
     res = curl_burst("five.example.test")
     t.check([c for c, _, _ in res] == ["200"] * 20, "limit 5, curl %r" % res)
     conns = [(c.streams, c.peak) for c in five.conns]

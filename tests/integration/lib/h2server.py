@@ -14,6 +14,7 @@ before its body ended (and never resets it: the client is left to end or cancel 
 """
 import os
 import random
+import select
 import socket
 import ssl
 import sys
@@ -142,9 +143,11 @@ class H2Upstream:
                 info.open -= 1
 
     def _serve(self, raw, info):
+        """One connection. Only this thread touches the TLS socket (OpenSSL does not take a
+        read in one thread and a write in another at once): the answer threads change the h2
+        state under the lock, queue what they want sent, and wake this one."""
         import h2.config
         import h2.connection
-        import h2.events
         import h2.settings
         time.sleep(self.handshake_delay)
         try:
@@ -159,102 +162,110 @@ class H2Upstream:
             return
         conn = h2.connection.H2Connection(h2.config.H2Configuration(
             client_side=False, header_encoding="utf-8", validate_inbound_headers=True))
+        settings = {}
         if self.max_streams is not None:
-            conn.local_settings = h2.settings.Settings(client=False, initial_values={
-                h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.max_streams})
+            settings[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] = self.max_streams
+        if settings:
+            conn.local_settings = h2.settings.Settings(client=False, initial_values=settings)
         conn.initiate_connection()
-        wlock = threading.Lock()
-
-        def flush():
-            data = conn.data_to_send()
-            if data:
-                s.sendall(data)
-
-        with wlock:
-            flush()
+        wake_r, wake_w = socket.socketpair()
+        wake_r.setblocking(False)
+        wake_w.setblocking(False)
+        out = _Out(conn, wake_w)
         reqs = {}
-        s.settimeout(60)
+        s.setblocking(False)
         try:
             while True:
-                data = s.recv(65536)
+                _send_all(s, out.take())
+                try:
+                    data = s.recv(65536)
+                except (ssl.SSLWantReadError, BlockingIOError):
+                    if not select.select([s, wake_r], [], [], 60)[0]:
+                        raise TimeoutError("idle for 60 s")
+                    try:
+                        wake_r.recv(4096)
+                    except BlockingIOError:
+                        pass
+                    continue
                 if not data:
                     return
-                with wlock:
-                    events = conn.receive_data(data)
-                    for ev in events:
-                        r = reqs.get(getattr(ev, "stream_id", None))
-                        if isinstance(ev, h2.events.RequestReceived):
-                            reqs[ev.stream_id] = H2Request(ev.stream_id, list(ev.headers),
-                                                           info.index)
-                            if info.goaway is not None and ev.stream_id > info.goaway:
-                                self.errors.append("stream %d opened after GOAWAY" %
-                                                   ev.stream_id)
-                            r = reqs[ev.stream_id]
-                            with self.lock:
-                                info.streams += 1
-                                info.open += 1
-                                info.peak = max(info.peak, info.open)
-                            if self.early is not None and self.early(r):
-                                r.early = True
-                                with self.lock:
-                                    self.requests.append(r)
-                                threading.Thread(target=self._answer,
-                                                 args=(conn, s, wlock, r, info),
-                                                 daemon=True).start()
-                        elif isinstance(ev, h2.events.DataReceived):
-                            if r is not None:
-                                r.body += ev.data
-                            conn.acknowledge_received_data(ev.flow_controlled_length,
-                                                           ev.stream_id)
-                        elif isinstance(ev, h2.events.TrailersReceived) and r is not None:
-                            r.trailers = list(ev.headers)
-                        elif isinstance(ev, h2.events.StreamReset) and r is not None:
-                            self._stream_done(info, r)
-                            r.reset_by_client = int(ev.error_code)
-                        elif isinstance(ev, h2.events.StreamEnded) and r is not None:
-                            r.ended = True
-                            if r.early:
-                                continue
-                            with self.lock:
-                                self.requests.append(r)
-                            threading.Thread(target=self._answer,
-                                             args=(conn, s, wlock, r, info),
-                                             daemon=True).start()
-                    flush()
+                with out.lock:
+                    for ev in conn.receive_data(data):
+                        self._event(ev, reqs, out, info)
+                    out.queue()
         except Exception as e:  # noqa: BLE001 - recorded for the case
             if not self.stopped:
-                self.errors.append("serve: %r" % e)
+                import traceback
+                self.errors.append("serve: %r %s" % (e, traceback.format_exc()[-600:]))
         finally:
-            try:
-                s.close()
-            except OSError:
-                pass
+            out.closed = True
+            for x in (s, wake_r, wake_w):
+                try:
+                    x.close()
+                except OSError:
+                    pass
 
-    def _answer(self, conn, s, wlock, r, info):
+    def _event(self, ev, reqs, out, info):
+        """One h2 event of a connection (out.lock held)."""
+        import h2.events
+        r = reqs.get(getattr(ev, "stream_id", None))
+        if isinstance(ev, h2.events.RequestReceived):
+            r = reqs[ev.stream_id] = H2Request(ev.stream_id, list(ev.headers), info.index)
+            if info.goaway is not None and ev.stream_id > info.goaway:
+                self.errors.append("stream %d opened after GOAWAY" % ev.stream_id)
+            with self.lock:
+                info.streams += 1
+                info.open += 1
+                info.peak = max(info.peak, info.open)
+            if self.early is not None and self.early(r):
+                r.early = True
+                self._start(r, out, info)
+
+        elif isinstance(ev, h2.events.DataReceived):
+            if r is not None:
+                r.body += ev.data
+            out.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+        elif isinstance(ev, h2.events.TrailersReceived) and r is not None:
+            r.trailers = list(ev.headers)
+        elif isinstance(ev, h2.events.StreamReset) and r is not None:
+            self._stream_done(info, r)
+            r.reset_by_client = int(ev.error_code)
+        elif isinstance(ev, h2.events.StreamEnded) and r is not None:
+            r.ended = True
+            if not r.early:
+                self._start(r, out, info)
+
+    def _start(self, r, out, info):
+        with self.lock:
+            self.requests.append(r)
+        threading.Thread(target=self._answer, args=(out, r, info), daemon=True).start()
+
+    def _answer(self, out, r, info):
         import h2.exceptions
         try:
-            self._answer_stream(conn, s, wlock, r, info)
+            self._answer_stream(out, r, info)
         except (h2.exceptions.StreamClosedError, OSError):
             pass  # the client reset the stream, or the connection went away
         finally:
             self._stream_done(info, r)
 
-    def _answer_stream(self, conn, s, wlock, r, info):
+    def _answer_stream(self, out, r, info):
+        conn = out.conn
         a = self.handler(r)
-        with wlock:
+        with out.lock:
             if a.reset:
                 conn.reset_stream(r.stream_id)
-                s.sendall(conn.data_to_send())
+                out.queue()
                 return
             hdrs = [(":status", str(a.status))] + a.headers
             end_now = not a.chunks and a.trailers is None
             conn.send_headers(r.stream_id, hdrs, end_stream=end_now)
-            s.sendall(conn.data_to_send())
+            out.queue()
             if a.goaway:
                 # beside h2's state machine, which would refuse to send the rest after it
                 from hyperframe.frame import GoAwayFrame
                 info.goaway = r.stream_id
-                s.sendall(GoAwayFrame(0, last_stream_id=r.stream_id, error_code=0).serialize())
+                out.queue(GoAwayFrame(0, last_stream_id=r.stream_id, error_code=0).serialize())
         last_data = max([i for i, c in enumerate(a.chunks) if not isinstance(c, tuple)],
                         default=-1)
         resets = any(isinstance(c, tuple) and c[0] == "reset" for c in a.chunks)
@@ -263,15 +274,15 @@ class H2Upstream:
                 time.sleep(ch[1])
                 continue
             if isinstance(ch, tuple) and ch[0] == "reset":
-                with wlock:
+                with out.lock:
                     conn.reset_stream(r.stream_id, error_code=ch[1])
-                    s.sendall(conn.data_to_send())
+                    out.queue()
                 return
             last = i == last_data and a.trailers is None and not resets
             sent = 0
             while sent < len(ch) or (len(ch) == 0 and sent == 0):
-                with wlock:
-                    if r.reset_by_client is not None:
+                with out.lock:
+                    if r.reset_by_client is not None or out.closed:
                         return
                     window = min(conn.local_flow_control_window(r.stream_id),
                                  conn.max_outbound_frame_size)
@@ -279,13 +290,49 @@ class H2Upstream:
                         piece = ch[sent:sent + max(window, 0)]
                         conn.send_data(r.stream_id, piece,
                                        end_stream=last and sent + len(piece) >= len(ch))
-                        s.sendall(conn.data_to_send())
+                        out.queue()
                         sent += len(piece)
                         if len(ch) == 0:
                             break
                         continue
                 time.sleep(0.005)
         if a.trailers is not None:
-            with wlock:
+            with out.lock:
                 conn.send_headers(r.stream_id, a.trailers, end_stream=True)
-                s.sendall(conn.data_to_send())
+                out.queue()
+
+
+class _Out:
+    """What a connection's threads want sent, in order, for its one I/O thread to send."""
+
+    def __init__(self, conn, wake):
+        self.conn, self.wake = conn, wake
+        self.lock = threading.Lock()
+        self.buf = bytearray()
+        self.closed = False
+
+    def queue(self, raw=b""):
+        """(lock held) Takes what h2 has to send, then raw bytes, and wakes the I/O thread."""
+        self.buf += self.conn.data_to_send() + raw
+        try:
+            self.wake.send(b"x")
+        except OSError:
+            pass
+
+    def take(self):
+        with self.lock:
+            self.buf += self.conn.data_to_send()
+            data, self.buf = bytes(self.buf), bytearray()
+        return data
+
+
+def _send_all(s, data):
+    """Writes all of data to the non-blocking TLS socket s."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[s.send(view):]
+        except (ssl.SSLWantWriteError, BlockingIOError):
+            select.select([], [s], [], 5)
+        except ssl.SSLWantReadError:
+            select.select([s], [], [], 5)

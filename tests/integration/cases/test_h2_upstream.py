@@ -2,8 +2,9 @@
 """An HTTP/2 upstream (SPEC §10 "Upstream") behind vaultgate, reached from an h2 client and from
 an HTTP/1.1 client: the injected field is byte-exact in the h2 header block the upstream
 decodes (bearer: `authorization`, sent never-indexed; query: the parameter in `:path`), the
-client's own credential gone; a request body arrives whole; upstream trailers reach an h2 client
-as trailers and an HTTP/1.1 client as chunked trailers, masked; a secret echoed in response
+client's own credential gone; a request body arrives whole, also when its last bytes fill what
+vaultgate holds for the stream while the upstream's window is shut; upstream trailers reach an
+h2 client as trailers and an HTTP/1.1 client as chunked trailers, masked; a secret echoed in response
 headers, in DATA cut across frames and in trailers is masked for both; an upstream RST_STREAM
 in the middle of a response leaves the client with a failed stream (h2) or a cut chunked body
 (HTTP/1.1), never a clean end, while the h2 client's connection and the upstream connection
@@ -78,19 +79,25 @@ def handler(r):
 
 t.require_binary()
 d = t.tmpdir()
-certs = t.make_certs(d, ["api.example.test", "query.example.test", "down.example.test"])
+certs = t.make_certs(d, ["api.example.test", "query.example.test", "down.example.test",
+                        "shut.example.test"])
 up = H2Upstream(certs["cert"], certs["key"], handler,
                 early=lambda r: r.header(":path")[0].startswith("/early"))
+# every stream's window shut for half a second: a request body piles up in vaultgate first
+shut = H2Upstream(certs["cert"], certs["key"], lambda r: H2Answer(200, [], [b"got %d" %
+                                                                             len(r.body)]),
+                  hold_window=0.5)
 vault = t.example_vault(
     secrets={"API_KEY": {"value": SECRET}, "Q_KEY": {"value": QSECRET}},
     rules=[{"host_pattern": "api.example.test", "secret": "API_KEY", "scheme": "bearer"},
            {"host_pattern": "query.example.test", "secret": "Q_KEY", "scheme": "query",
             "name": "key"},
-           {"host_pattern": "down.example.test", "secret": "API_KEY", "scheme": "bearer"}])
+           {"host_pattern": "down.example.test", "secret": "API_KEY", "scheme": "bearer"}],
+    hosts={"shut.example.test": "allow"})
 # down.example.test: a loopback address where nothing listens
 vg = t.Vaultgate(d, vault, upstream_ca=certs["ca"], audit="sqlite", log_level="debug",
                  pins=[up.pin("api.example.test"), up.pin("query.example.test"),
-                       "down.example.test:443:127.0.0.1"]).start()
+                       shut.pin("shut.example.test"), "down.example.test:443:127.0.0.1"]).start()
 
 
 def h1(host, head, body=b""):
@@ -197,6 +204,20 @@ try:
             last_request("/body2").body == payload, "h2 body: rc %d, %d bytes back, %r" %
             (p.returncode, len(p.stdout), p.stderr[-200:]))
     completed["api.example.test"] += 1
+
+    # a body whose last bytes fill the stream's buffer while the upstream's window is shut:
+    # it completes once the window opens (64 KiB is what vaultgate holds for one stream). A
+    # first request without a body lets vaultgate read the server's SETTINGS (window 0) first.
+    out = vg.exchange("shut.example.test", b"GET /warm HTTP/1.1\r\nHost: shut.example.test\r\n"
+                      b"Connection: close\r\n\r\n", timeout=5)
+    t.check(out and t.parse_response(out)[0].body == b"got 0", "shut warm-up %r" % out[-100:])
+    for n in (64 * 1024, 80 * 1024):
+        out = vg.exchange("shut.example.test", b"POST /shut HTTP/1.1\r\nHost: shut.example.test"
+                          b"\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % n +
+                          b"z" * n, timeout=5)
+        t.check(out and t.parse_response(out)[0].body == b"got %d" % n,
+                "%d bytes behind a shut window: %r" % (n, out[-100:]))
+    t.check(len(shut.requests) == 3 and not shut.errors, "shut: %r" % shut.errors)
 
     # ---- trailers --------------------------------------------------------------------------
     sid = h2req(c, "/trailers")
@@ -356,6 +377,7 @@ try:
 finally:
     vg.stop()
     up.stop()
+    shut.stop()
 
 log = vg.stderr()
 for s in (SECRET, QSECRET, QENC):
@@ -371,6 +393,7 @@ t.check(len([e for e in reqs if e.get("host") == "down.example.test" and
              e.get("status") == 502]) == 6, "down.example.test request lines")
 routes = {(r["host"], r["route"]): r["count"] for r in t.audit_rows(vg, "routes")}
 t.check(routes == {("api.example.test", "direct"): completed["api.example.test"],
-                   ("query.example.test", "direct"): completed["query.example.test"]},
+                   ("query.example.test", "direct"): completed["query.example.test"],
+                   ("shut.example.test", "direct"): 3},
         "egress_route_log %r, wanted %r" % (routes, completed))
 t.check(t.audit_rows(vg, "blocked") == [], "blocked_host_log rows")

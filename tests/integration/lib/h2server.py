@@ -11,6 +11,8 @@ which python-h2 then enforces from the first frame on: a client opening one stre
 kills that connection, and the case sees it in .errors. handshake_delay holds each TLS handshake
 back that long (a slow dial). early(req) -> True answers that request as soon as its head is in,
 before its body ended (and never resets it: the client is left to end or cancel it).
+hold_window=S: every stream's window starts shut (INITIAL_WINDOW_SIZE 0) and opens S seconds
+after its head arrived, so a request body piles up in the client first.
 """
 import os
 import random
@@ -74,9 +76,10 @@ class H2ConnInfo:
 
 class H2Upstream:
     def __init__(self, cert, key, handler, alpn=("h2",), addr=None, port=443, max_streams=None,
-                 handshake_delay=0, early=None):
+                 handshake_delay=0, early=None, hold_window=None):
         import h2.config  # noqa: F401
         self.handler = handler
+        self.hold_window = hold_window
         self.early = early
         self.handshake_delay = handshake_delay
         self.requests = []
@@ -165,6 +168,8 @@ class H2Upstream:
         settings = {}
         if self.max_streams is not None:
             settings[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] = self.max_streams
+        if self.hold_window is not None:
+            settings[h2.settings.SettingCodes.INITIAL_WINDOW_SIZE] = 0
         if settings:
             conn.local_settings = h2.settings.Settings(client=False, initial_values=settings)
         conn.initiate_connection()
@@ -220,7 +225,8 @@ class H2Upstream:
             if self.early is not None and self.early(r):
                 r.early = True
                 self._start(r, out, info)
-
+            if self.hold_window is not None:
+                threading.Timer(self.hold_window, self._open_window, (out, r)).start()
         elif isinstance(ev, h2.events.DataReceived):
             if r is not None:
                 r.body += ev.data
@@ -234,6 +240,16 @@ class H2Upstream:
             r.ended = True
             if not r.early:
                 self._start(r, out, info)
+
+    @staticmethod
+    def _open_window(out, r):
+        import h2.exceptions
+        with out.lock:
+            try:
+                out.conn.increment_flow_control_window(1 << 24, r.stream_id)
+                out.queue()
+            except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, KeyError):
+                pass  # the stream is over already
 
     def _start(self, r, out, info):
         with self.lock:

@@ -173,6 +173,7 @@ void exch_drop_upstream(struct exchange *x, bool abort)
 {
     if (x->upreq != NULL)
         upstream_cancel(&x->upreq);
+    h2up_dial_end(&x->h2dial, H2UP_PLACED_RETRY, UPSTREAM_OK); /* those waiting dial anew */
     h2up_close(&x->h2s); /* a stream not yet complete is reset */
     if (x->up.bev != NULL) {
         evutil_socket_t fd = bufferevent_getfd(x->up.bev);
@@ -550,18 +551,38 @@ static int exch_rewrite(struct exchange *x, struct http_head *h, const struct po
     return 0;
 }
 
-/* Asks for the upstream of this request (again, after a pooled connection died). */
+/*
+ * Asks for the upstream of this request (again, after a pooled connection died): a stream on a
+ * pooled HTTP/2 connection with room, a place in the queue of one being made, or a dial of its
+ * own, announced so that the requests coming meanwhile wait for it rather than dial too.
+ */
 void exch_get_upstream(struct exchange *x)
 {
+    int how = H2UP_NONE;
+
     x->state = EXCH_S_UP_CONNECT;
     exch_arm(x, EXCH_T_UP_GET(x));
-    if (x->up_tls == UPSTREAM_TLS_H2 && (x->h2s = exch_h2_open(x)) != NULL) {
-        exch_h2_started(x); /* a pooled HTTP/2 connection had room for one more stream */
-        return;
+    if (x->up_tls == UPSTREAM_TLS_H2) {
+        x->h2s = exch_h2_open(x, &how);
+        if (how == H2UP_OPENED) {
+            exch_h2_started(x); /* a pooled HTTP/2 connection had room for one more stream */
+            return;
+        }
+        if (how == H2UP_WAITING)
+            return; /* exch_h2_placed follows */
+        x->h2dial = h2up_dial(x->w, x->host, x->up_port);
     }
+    exch_dial(x);
+}
+
+/* Dials (or takes a pooled connection) for this request alone. */
+void exch_dial(struct exchange *x)
+{
     x->upreq = upstream_get(x->w->up, x->host, x->up_port, x->up_tls, exch_up_ready, x);
-    if (x->upreq == NULL)
+    if (x->upreq == NULL) {
+        h2up_dial_end(&x->h2dial, H2UP_PLACED_RETRY, UPSTREAM_OK);
         exch_fail(x, 502, VG_PS_INTERNAL_ERROR, "upstream connection failed", VG_R_UPSTREAM_GET);
+    }
 }
 
 void exchange_request(struct exchange *x, struct http1_msg *req)

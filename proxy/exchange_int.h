@@ -18,6 +18,7 @@
 
 struct mask_decoder;
 struct h2up_stream;
+struct h2up;
 struct grpcmask;
 
 /* Timeouts of SPEC §4 the exchange keeps, in seconds (the operator's, --timeout). */
@@ -59,6 +60,7 @@ struct exchange {
     struct http_head *trailers; /* the response's, when it had any (the parser's) */
     int up_tls;                 /* UPSTREAM_PLAIN, UPSTREAM_TLS or UPSTREAM_TLS_H2 */
     struct h2up_stream *h2s;    /* the request's stream on an HTTP/2 upstream, or NULL */
+    struct h2up *h2dial;        /* the dial this request announced for others to wait on */
     bool grpc;                  /* content-type application/grpc...: HTTP/2 upstreams only */
     int up_port;
     bool route_tunnel;
@@ -110,11 +112,13 @@ void exch_fail(struct exchange *x, int status, const char *type, const char *det
 void exch_finish(struct exchange *x, enum exch_end how);
 void exch_drop_upstream(struct exchange *x, bool abort);
 void exch_get_upstream(struct exchange *x);
+void exch_dial(struct exchange *x);
 const char *exch_tls_reason(unsigned long e);
 
 /* exchange_resp.c */
 void exch_h2_started(struct exchange *x);
-struct h2up_stream *exch_h2_open(struct exchange *x);
+struct h2up_stream *exch_h2_open(struct exchange *x, int *how);
+void exch_upstream_failed(struct exchange *x, enum upstream_err err);
 int exch_mask_setup(struct exchange *x, struct http_head *h);
 void exch_drop_mask(struct exchange *x);
 void exch_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bool route_tunnel);

@@ -638,11 +638,61 @@ static void exch_h2_more(void *arg)
     exch_leave(x);
 }
 
+/* A request that waited for a connection being made learns its place. */
+static void exch_h2_placed(void *arg, enum h2up_placed p, enum upstream_err err)
+{
+    struct exchange *x = arg;
+
+    exch_enter(x);
+    if (p != H2UP_PLACED_OPEN)
+        x->h2s = NULL; /* freed by h2up.c */
+    if (x->state != EXCH_S_UP_CONNECT) {
+        h2up_close(&x->h2s);
+        goto out;
+    }
+    switch (p) {
+    case H2UP_PLACED_OPEN:
+        exch_h2_started(x);
+        break;
+    case H2UP_PLACED_RETRY:
+        exch_get_upstream(x);
+        break;
+    case H2UP_PLACED_H1:
+        exch_dial(x);
+        break;
+    case H2UP_PLACED_FAILED:
+        exch_upstream_failed(x, err);
+        break;
+    }
+out:
+    exch_leave(x);
+}
+
 static const struct h2up_ops h2_ops = {
     {resp_on_head, resp_on_body, resp_on_done, resp_on_trailers},
     exch_h2_after,
     exch_h2_more,
+    exch_h2_placed,
 };
+
+/*
+ * The server refused the stream unprocessed (REFUSED_STREAM, or above a GOAWAY's last stream):
+ * a request without a body that got no answer yet goes once more, on another stream. 1 when
+ * it did.
+ */
+static int exch_h2_retry(struct exchange *x)
+{
+    if (x->retried || x->resp_started || x->h2s == NULL || !h2up_refused(x->h2s) ||
+        !(x->req->body == HTTP1_BODY_NONE ||
+          (x->req->body == HTTP1_BODY_LENGTH && x->req->content_length == 0)))
+        return 0;
+    x->retried = true;
+    h2up_close(&x->h2s);
+    x->req_done = false;
+    exch_log(x, LOG_DEBUG, "upstream_retry", "h2_stream_refused", NULL);
+    exch_get_upstream(x);
+    return 1;
+}
 
 /*
  * After a batch of the stream's frames went through the response callbacks: the end, a
@@ -658,6 +708,8 @@ static void exch_h2_after(void *arg, bool err)
     if (x->state != EXCH_S_RELAY)
         goto out;
     if (err && !x->resp_done && !x->zdone) {
+        if (exch_h2_retry(x))
+            goto out;
         metrics_upstream_error(x->w->id, METRICS_UE_PROTOCOL);
         if (x->resp_err_status != 0)
             exch_protocol_error(x);
@@ -682,10 +734,15 @@ out:
     exch_leave(x);
 }
 
-/* A stream on a pooled HTTP/2 connection to this request's upstream, if one has room. */
-struct h2up_stream *exch_h2_open(struct exchange *x)
+/* A stream on a pooled HTTP/2 connection to this request's upstream, or in the queue of one
+ * being made (*how, an enum h2up_how). */
+struct h2up_stream *exch_h2_open(struct exchange *x, int *how)
 {
-    return h2up_open(x->w, x->host, x->up_port, &h2_ops, x);
+    enum h2up_how h;
+    struct h2up_stream *s = h2up_open(x->w, x->host, x->up_port, &h2_ops, x, &h);
+
+    *how = (int)h;
+    return s;
 }
 
 /*
@@ -747,7 +804,7 @@ out:
 /* ---- the upstream connection ------------------------------------------------------------ */
 
 /* upstream_get() failed: the answer of SPEC §4 for that failure. */
-static void exch_upstream_failed(struct exchange *x, enum upstream_err err)
+void exch_upstream_failed(struct exchange *x, enum upstream_err err)
 {
     const char *type = upstream_err_type(err);
 
@@ -824,23 +881,27 @@ void exch_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bo
     exch_enter(x);
     x->upreq = NULL;
     if (x->state != EXCH_S_UP_CONNECT) {
+        h2up_dial_end(&x->h2dial, H2UP_PLACED_RETRY, UPSTREAM_OK);
         if (bev != NULL)
             bufferevent_free(bev);
         goto out;
     }
     if (bev == NULL) {
+        /* the requests waiting for this dial get the same answer */
+        h2up_dial_end(&x->h2dial, H2UP_PLACED_FAILED, err);
         exch_upstream_failed(x, err);
         goto out;
     }
     if (x->up_tls == UPSTREAM_TLS_H2 && upstream_alpn_h2(bev)) {
         x->route_tunnel = route_tunnel;
-        x->h2s = h2up_attach(x->w, x->host, x->up_port, bev, route_tunnel, &h2_ops, x);
+        x->h2s = h2up_attach(x->w, &x->h2dial, x->host, x->up_port, bev, route_tunnel, &h2_ops, x);
         if (x->h2s == NULL)
             exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
         else
             exch_h2_started(x);
         goto out;
     }
+    h2up_dial_end(&x->h2dial, H2UP_PLACED_H1, UPSTREAM_OK); /* each waiting request dials */
     if (x->grpc) {
         /* gRPC needs HTTP/2 end to end: never translated to HTTP/1.1 (SPEC §10) */
         upstream_release(x->w->up, x->host, x->up_port, x->up_tls, bev);

@@ -149,7 +149,8 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
  * waiting for more to arrive, and never inside an exchange's callback. */
 void h1_schedule_input(struct h1conn *c)
 {
-    if (c->io.bev == NULL || evbuffer_get_length(bufferevent_get_input(c->io.bev)) == 0)
+    if (c->io.bev == NULL || (evbuffer_get_length(bufferevent_get_input(c->io.bev)) == 0 &&
+                              !(c->state == H1_S_EXCHANGE && c->body == H1_BODY_FLOW)))
         return;
     if (c->resume == NULL)
         c->resume = event_new(c->cc.w->base, -1, 0, resume_cb, c);
@@ -546,9 +547,16 @@ static void h1_input(struct h1conn *c)
     while (h1_parsing(c)) {
         struct evbuffer_iovec v;
         ssize_t r;
+        bool empty = evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0;
 
-        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
+        if (empty && !(c->state == H1_S_EXCHANGE && c->body == H1_BODY_FLOW))
             break;
+        if (empty) {
+            /* the body flows again after a pause that came with its last bytes: the parser
+             * has yet to report its end, and no byte will come to make it */
+            v.iov_base = (void *)"";
+            v.iov_len = 0;
+        }
         if (c->state == H1_S_IDLE && h1_request_start(c) < 0)
             return;
         c->parse_stop = false;
@@ -566,7 +574,7 @@ static void h1_input(struct h1conn *c)
             h1_request(c);
             return;
         }
-        if (c->parse_stop || (size_t)r < v.iov_len)
+        if (empty || c->parse_stop || (size_t)r < v.iov_len)
             break;
     }
     h1_reading(c);

@@ -11,7 +11,12 @@
  *   to the socket is staged in a block wiped when libevent lets go of it: header blocks carry
  *   the injected secret. A credentialed request's fields are sent never-indexed.
  * - A connection that fails or ends fails the exchanges of its open streams (after, err=true);
- *   one without streams closes after the pool's idle time.
+ *   one without streams closes after the pool's idle time, at once after a GOAWAY.
+ * - Requests that come while a connection to their host is dialled, or before it read the
+ *   server's SETTINGS, queue on it rather than dial their own; once the SETTINGS are in, as many
+ *   as MAX_CONCURRENT_STREAMS leaves room for get streams on it and the rest dial on. So a
+ *   burst of requests makes one connection, and no connection ever carries more streams than
+ *   the server allows, not even before its SETTINGS arrive.
  */
 #include "proxy/h2up.h"
 #include "audit/log.h"
@@ -36,6 +41,7 @@
 #define H2UP_STREAM_WINDOW (256 * 1024)
 #define H2UP_CONN_WINDOW   (4 * 1024 * 1024)
 #define H2UP_NV_MAX        (VG_HEAD_MAX_FIELDS * 2 + 8)
+#define H2UP_WAIT_MAX      100 /* streams queued on a connection before its SETTINGS are in */
 
 struct h2up {
     struct h2up *prev, *next; /* the worker's connections */
@@ -47,7 +53,14 @@ struct h2up {
     nghttp2_session *ng;
     struct h2up_stream *streams;
     size_t nstreams;
-    bool closing; /* GOAWAY received or sent, or failed: no new streams */
+    bool closing;          /* GOAWAY received or sent, or failed: no new streams */
+    bool dialing;          /* announced by h2up_dial: no socket or session yet */
+    bool got_settings;     /* the server's first SETTINGS frame was read */
+    bool settled;          /* ... and the queue was served: streams go by MAX_CONCURRENT_STREAMS */
+    size_t nwaiting;       /* streams queued for the connection to settle */
+    enum h2up_placed fate; /* a dial that ended without a connection: what the queue is told */
+    enum upstream_err fate_err;
+    bool fated;
     struct event *idle;
     struct event *resume;
     int depth;
@@ -68,6 +81,8 @@ struct h2up_stream {
     bool ended;                /* END_STREAM from the server */
     bool closed;               /* nghttp2 closed it */
     bool detached;             /* the exchange let go (h2up_close) */
+    bool waiting;              /* queued until the connection settles: not submitted */
+    bool refused;              /* closed by REFUSED_STREAM before any response head */
     struct evbuffer *out;      /* request body waiting for DATA frames */
     bool out_eof, deferred, want_more;
     size_t unconsumed; /* response bytes delivered, not yet given back */
@@ -183,10 +198,18 @@ static void h2up_leave(struct h2up *c)
 
 /* ---- streams ---------------------------------------------------------------------------- */
 
+/* A connection without streams closes after the pool's idle time, or at once when closing. */
+static void idle_arm(struct h2up *c)
+{
+    struct timeval idle = {c->closing ? 0 : H2UP_T_IDLE, 0};
+
+    if (c->nstreams == 0 && !c->freed && !c->dialing)
+        evtimer_add(c->idle, &idle);
+}
+
 static void stream_free(struct h2up_stream *s)
 {
     struct h2up *c = s->c;
-    struct timeval idle = {H2UP_T_IDLE, 0};
 
     if (s->prev != NULL)
         s->prev->next = s->next;
@@ -195,8 +218,9 @@ static void stream_free(struct h2up_stream *s)
     if (s->next != NULL)
         s->next->prev = s->prev;
     c->nstreams--;
-    if (c->nstreams == 0 && !c->freed)
-        evtimer_add(c->idle, &idle);
+    if (s->waiting)
+        c->nwaiting--;
+    idle_arm(c);
     httphead_reset(&s->resp.head);
     httphead_reset(&s->trailers);
     evbuffer_free(s->out);
@@ -233,19 +257,77 @@ static struct h2up_stream *stream_new(struct h2up *c, const struct h2up_ops *ops
     return s;
 }
 
-/* Tells every stream the callbacks touched in this batch (or all, when the connection fails). */
+/*
+ * Tells every stream the callbacks touched in this batch (or all, when the connection fails).
+ * An exchange's callback may close any stream of the connection, so the list is searched anew
+ * after each call.
+ */
 static void h2up_after(struct h2up *c, bool all_failed)
 {
-    struct h2up_stream *s, *next;
+    struct h2up_stream *s;
 
-    for (s = c->streams; s != NULL; s = next) {
-        next = s->next;
-        if (all_failed && !s->ended)
+    for (s = c->streams; s != NULL && all_failed; s = s->next) {
+        if (!s->ended)
             s->failed = true;
-        if (s->detached || !(s->touched || (all_failed && s->failed)))
-            continue;
+        s->touched |= s->failed;
+    }
+    for (;;) {
+        for (s = c->streams; s != NULL; s = s->next)
+            if (s->touched && !s->detached && !s->waiting)
+                break;
+        if (s == NULL)
+            return;
         s->touched = false;
         s->ops->after(s->arg, s->failed);
+    }
+}
+
+/* The first stream still queued on c, or NULL. */
+static struct h2up_stream *first_waiting(struct h2up *c)
+{
+    struct h2up_stream *s;
+
+    for (s = c->streams; s != NULL && c->nwaiting > 0; s = s->next)
+        if (s->waiting && !s->detached)
+            return s;
+    return NULL;
+}
+
+/* Tells every stream queued on c that it gets no place there: each is freed, then told. */
+static void waiters_tell(struct h2up *c, enum h2up_placed p, enum upstream_err err)
+{
+    struct h2up_stream *s;
+
+    while ((s = first_waiting(c)) != NULL) {
+        const struct h2up_ops *ops = s->ops;
+        void *arg = s->arg;
+
+        stream_free(s);
+        ops->placed(arg, p, err);
+    }
+}
+
+/*
+ * The server's SETTINGS are in: the queued streams take the room MAX_CONCURRENT_STREAMS leaves
+ * (in the order they came), the rest go and dial. From the loop, never inside nghttp2.
+ */
+static void waiters_place(struct h2up *c)
+{
+    struct h2up_stream *s;
+
+    c->settled = true;
+    while (!c->freed && (s = first_waiting(c)) != NULL) {
+        uint32_t max =
+            nghttp2_session_get_remote_settings(c->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+
+        if (c->closing || c->nstreams - c->nwaiting >= max ||
+            !nghttp2_session_check_request_allowed(c->ng)) {
+            waiters_tell(c, H2UP_PLACED_RETRY, UPSTREAM_OK);
+            break;
+        }
+        s->waiting = false;
+        c->nwaiting--;
+        s->ops->placed(s->arg, H2UP_PLACED_OPEN, UPSTREAM_OK);
     }
 }
 
@@ -320,6 +402,10 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *user
         c->closing = true;
         return 0;
     }
+    if (f->hd.type == NGHTTP2_SETTINGS && (f->hd.flags & NGHTTP2_FLAG_ACK) == 0) {
+        c->got_settings = true;
+        return 0;
+    }
     if (s == NULL || s->detached || s->failed)
         return 0;
     if (f->hd.type == NGHTTP2_HEADERS) {
@@ -362,6 +448,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
         return 0;
     nghttp2_session_set_stream_user_data(ng, id, NULL);
     s->closed = true;
+    s->refused = code == NGHTTP2_REFUSED_STREAM && !s->final && s->resp.head.status == 0;
     if (!s->ended && !s->detached) {
         s->failed = true;
         s->touched = true;
@@ -422,8 +509,12 @@ static void h2up_send(struct h2up *c)
         }
         c->io.nocopy = true;
     }
-    if (!c->freed)
-        bevio_push(&c->io);
+    if (c->freed)
+        return;
+    bevio_push(&c->io);
+    /* a request nghttp2 could not start (a GOAWAY came after it was submitted) was closed
+     * while sending: its exchange hears of it now */
+    h2up_after(c, false);
 }
 
 static void h2up_close_conn(struct h2up *c, bool failed)
@@ -431,6 +522,7 @@ static void h2up_close_conn(struct h2up *c, bool failed)
     if (c->freed)
         return;
     c->closing = true;
+    waiters_tell(c, H2UP_PLACED_RETRY, UPSTREAM_OK);
     h2up_after(c, failed);
     h2up_unlink(c);
     c->freed = true;
@@ -484,8 +576,13 @@ static void read_cb(struct bufferevent *bev, void *arg)
     }
     if (!c->freed) {
         h2up_after(c, false);
-        h2up_send(c);
+        if (!c->settled && (c->got_settings || c->closing))
+            waiters_place(c);
+        if (c->closing)
+            idle_arm(c); /* after a GOAWAY, a connection without streams goes at once */
     }
+    if (!c->freed)
+        h2up_send(c);
     h2up_leave(c);
 }
 
@@ -513,7 +610,7 @@ static void idle_cb(evutil_socket_t fd, short what, void *arg)
     struct h2up *c = arg;
 
     h2up_enter(c);
-    if (c->nstreams == 0)
+    if (c->nstreams == 0 && !c->dialing)
         h2up_close_conn(c, false);
     h2up_leave(c);
 }
@@ -525,6 +622,12 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
     struct h2up_stream *s, *next;
 
     h2up_enter(c);
+    if (c->fated) { /* a dial that ended without a connection: its queue learns how */
+        waiters_tell(c, c->fate, c->fate_err);
+        h2up_close_conn(c, false);
+        h2up_leave(c);
+        return;
+    }
     for (s = c->streams; s != NULL && !c->freed; s = next) {
         next = s->next;
         if (s->want_more && !s->detached &&
@@ -570,45 +673,107 @@ out:
 /* ---- the exchange's side ---------------------------------------------------------------- */
 
 struct h2up_stream *h2up_open(struct worker *w, const char *host, int port,
-                              const struct h2up_ops *ops, void *arg)
+                              const struct h2up_ops *ops, void *arg, enum h2up_how *how)
 {
+    struct h2up *wait_on = NULL;
+    struct h2up_stream *s;
+
+    *how = H2UP_NONE;
     for (struct h2up *c = *head_of(w); c != NULL; c = c->next) {
         uint32_t max;
 
         if (c->closing || c->port != port || strcmp(c->host, host) != 0)
             continue;
+        if (!c->settled) { /* being made: its room is not known yet */
+            if (wait_on == NULL && c->nstreams < H2UP_WAIT_MAX)
+                wait_on = c;
+            continue;
+        }
         max = nghttp2_session_get_remote_settings(c->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
-        if (c->nstreams < max && nghttp2_session_check_request_allowed(c->ng))
-            return stream_new(c, ops, arg);
+        if (c->nstreams < max && nghttp2_session_check_request_allowed(c->ng)) {
+            if ((s = stream_new(c, ops, arg)) != NULL)
+                *how = H2UP_OPENED;
+            return s;
+        }
     }
-    return NULL;
+    if (wait_on == NULL || (s = stream_new(wait_on, ops, arg)) == NULL)
+        return NULL;
+    s->waiting = true;
+    wait_on->nwaiting++;
+    *how = H2UP_WAITING;
+    return s;
 }
 
-struct h2up_stream *h2up_attach(struct worker *w, const char *host, int port,
-                                struct bufferevent *bev, bool route_tunnel,
-                                const struct h2up_ops *ops, void *arg)
+/* A connection to host:port without socket or session yet, in the worker's list; or NULL. */
+static struct h2up *conn_new(struct worker *w, const char *host, int port)
 {
     struct h2up *c = calloc(1, sizeof(*c));
-    struct h2up_stream *s;
 
-    if (c == NULL) {
-        bufferevent_free(bev);
+    if (c == NULL)
         return NULL;
-    }
     c->w = w;
     snprintf(c->host, sizeof(c->host), "%s", host);
     c->port = port;
-    c->route_tunnel = route_tunnel;
-    c->io.bev = bev;
     c->io.stage = evbuffer_new();
     c->idle = evtimer_new(w->base, idle_cb, c);
     c->resume = event_new(w->base, -1, 0, resume_cb, c);
-    if (c->io.stage == NULL || c->idle == NULL || c->resume == NULL || session_new(c) < 0 ||
-        (s = stream_new(c, ops, arg)) == NULL) {
+    if (c->io.stage == NULL || c->idle == NULL || c->resume == NULL) {
         h2up_free(c);
         return NULL;
     }
     h2up_link(c);
+    return c;
+}
+
+struct h2up *h2up_dial(struct worker *w, const char *host, int port)
+{
+    struct h2up *c = conn_new(w, host, port);
+
+    if (c != NULL)
+        c->dialing = true;
+    return c;
+}
+
+void h2up_dial_end(struct h2up **dp, enum h2up_placed p, enum upstream_err err)
+{
+    struct h2up *c = *dp;
+
+    if (c == NULL)
+        return;
+    *dp = NULL;
+    /* told from the loop: the exchange ending the dial may be inside its transport's teardown */
+    c->closing = true;
+    c->fated = true;
+    c->fate = p;
+    c->fate_err = err;
+    event_active(c->resume, EV_TIMEOUT, 1);
+}
+
+struct h2up_stream *h2up_attach(struct worker *w, struct h2up **dp, const char *host, int port,
+                                struct bufferevent *bev, bool route_tunnel,
+                                const struct h2up_ops *ops, void *arg)
+{
+    struct h2up *c = dp != NULL ? *dp : NULL;
+    struct h2up_stream *s = NULL;
+
+    if (c != NULL)
+        *dp = NULL;
+    else if ((c = conn_new(w, host, port)) == NULL) {
+        bufferevent_free(bev);
+        return NULL;
+    }
+    c->dialing = false;
+    c->route_tunnel = route_tunnel;
+    c->io.bev = bev;
+    if (session_new(c) < 0 || (s = stream_new(c, ops, arg)) == NULL) {
+        c->io.bev = NULL;
+        bufferevent_free(bev);
+        nghttp2_session_del(c->ng);
+        c->ng = NULL;
+        c->dialing = true; /* no session: the queue is told from the loop */
+        h2up_dial_end(&c, H2UP_PLACED_RETRY, UPSTREAM_OK);
+        return NULL;
+    }
     bufferevent_setcb(bev, read_cb, write_cb, event_cb, c);
     bufferevent_setwatermark(bev, EV_READ, 0, VG_CONN_IN_MAX);
     bufferevent_set_timeouts(bev, NULL, NULL);
@@ -619,6 +784,11 @@ struct h2up_stream *h2up_attach(struct worker *w, const char *host, int port,
 bool h2up_route_tunnel(const struct h2up_stream *s)
 {
     return s->c->route_tunnel;
+}
+
+bool h2up_refused(const struct h2up_stream *s)
+{
+    return s->refused;
 }
 
 static void nv_set(nghttp2_nv *nv, const char *n, size_t nl, const char *v, size_t vl,
@@ -744,7 +914,9 @@ void h2up_close(struct h2up_stream **sp)
     *sp = NULL;
     s->detached = true;
     if (!s->closed && !s->c->freed && s->id >= 0) {
-        if (!s->ended)
+        /* an answer still coming, or a request body that will not be completed (the server
+         * answered early): either way the stream would stay open on both sides */
+        if (!s->ended || !s->out_eof)
             nghttp2_submit_rst_stream(s->c->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
         event_active(s->c->resume, EV_TIMEOUT, 1);
     }

@@ -3,28 +3,12 @@
 answered by vaultgate itself (204, Proxy-Status naming the run) without reaching any upstream,
 so the probe passes when the sandbox's 443 reaches vaultgate and 22 is closed; it fails when
 443 is something else."""
-import random
-import socket
 import subprocess
 import vgtest as t
 
 t.require_binary()
 d = t.tmpdir()
-addr = None
-for _ in range(20):
-    a = "127.%d.%d.%d" % (random.randint(1, 254), random.randint(0, 255), random.randint(2, 254))
-    s = socket.socket()
-    try:
-        s.bind((a, 443))
-    except PermissionError:
-        t.skip("cannot bind port 443 (needs root or CAP_NET_BIND_SERVICE)")
-    except OSError:
-        continue
-    finally:
-        s.close()
-    addr = a
-    break
-t.check(addr, "no free loopback address")
+addr = t.free_loopback_addr(443)
 vg = t.Vaultgate(d, t.example_vault(run_id="run-probe-7"),
                  extra=["--listen-https", "%s:443" % addr]).start()
 try:

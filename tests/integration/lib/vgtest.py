@@ -87,6 +87,25 @@ def free_port(host="127.0.0.1"):
     return port
 
 
+def free_loopback_addr(port=443, tries=50):
+    """A random 127.x.y.z on which port is free to bind now (skips the case without the right to
+    bind a low port; fails when none is found)."""
+    for _ in range(tries):
+        a = "127.%d.%d.%d" % (random.randint(1, 254), random.randint(0, 255),
+                              random.randint(2, 254))
+        s = socket.socket()
+        try:
+            s.bind((a, port))
+            return a
+        except PermissionError:
+            skip("cannot bind port %d (needs root or CAP_NET_BIND_SERVICE)" % port)
+        except OSError:
+            continue
+        finally:
+            s.close()
+    fail("no free loopback address for port %d" % port)
+
+
 def require_binary():
     if not os.access(VG_BIN, os.X_OK):
         skip("no vaultgate binary at %s" % VG_BIN)

@@ -35,7 +35,9 @@
 #        LOAD_CPU=1 VG_LOG_LEVEL=info VG_AUDIT=sqlite (or off) PROXIES="nginx haproxy vaultgate"
 #        UPSTREAMS="h1 h2" TESTS="mem rate" VG=path/to/vaultgate (default BUILD_DIR/cli/vaultgate)
 #        PERF=/tmp/vg.perf (perf record -g of vaultgate during each measured run: PERF.h1,
-#        PERF.h2) MEM_HOOK='cmd' (run while the idle connections are held, $MAIN_PID set) KEEP=1
+#        PERF.h2; PERF_ARGS="--call-graph dwarf -F 499" for stacks through libraries built
+#        without frame pointers) MEM_HOOK='cmd' (run while the idle connections are held,
+#        $MAIN_PID set) KEEP=1
 # h2load (nghttp2-client), nginx and haproxy are installed with apt-get when missing.
 set -euo pipefail
 
@@ -131,7 +133,7 @@ bench_rate() { # name variant
     a0=$(up_accepts)
     c0=$(cpu_of $pids)
     if [ -n "${PERF:-}" ] && [ "$1" = vaultgate ]; then
-        perf record -q -g -p "$MAIN_PID" -o "$PERF.$2" -- sleep "$SECS" 2>/dev/null &
+        perf record -q ${PERF_ARGS:--g} -p "$MAIN_PID" -o "$PERF.$2" -- sleep "$SECS" 2>/dev/null &
         perf_pid=$!
     fi
     (sleep "$(awk -v s="$SECS" 'BEGIN { print s / 2 }')"

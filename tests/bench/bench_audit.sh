@@ -100,7 +100,6 @@ for mix in distinct repeated; do
     run sqlite "$mix"
 done
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (a > 0 && b > 0 ? a / b : 0) }'; }
 echo
 printf '%-34s %10s %10s %14s\n' "" "off" "sqlite" "sqlite/off"
 for mix in distinct repeated; do

@@ -49,12 +49,8 @@ SECRET="sk-bench-FAKE-secret"
 for t in nginx wrk openssl taskset cc python3; do
     command -v $t >/dev/null || { echo "needs $t" >&2; exit 1; }
 done
-if [[ " $PROXIES " == *" mitmproxy "* ]] && ! command -v mitmdump >/dev/null; then
-    echo "installing mitmproxy (apt-get)" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q mitmproxy >/dev/null 2>&1 ||
-        { apt-get update -q >/dev/null 2>&1 &&
-          DEBIAN_FRONTEND=noninteractive apt-get install -y -q mitmproxy >/dev/null 2>&1; } || true
-fi
+. "$SRC/tests/bench/lib.sh"
+[[ " $PROXIES " == *" mitmproxy "* ]] && bench_need mitmdump mitmproxy
 ACTIVE=()
 for p in $PROXIES; do
     case $p in
@@ -65,7 +61,6 @@ for p in $PROXIES; do
 done
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
-. "$SRC/tests/bench/lib.sh"
 bench_workdir vgbench
 
 # ---- certificates: test CA, upstream leaf, proxy leaf (all ECDSA P-256) ----
@@ -80,67 +75,7 @@ cc -O2 -o "$W/idleclient" "$SRC/tests/bench/idleclient.c" -lssl -lcrypto
 # ---- upstream: nginx, static 3-byte answer over TLS ----
 bench_upstream "$UP_ADDR" ok
 
-# ---- the proxies under test; each start_<name> sets PORT and PROXY_PIDS ----
-start_nginx() {
-    mkdir -p px
-    cat >px/nginx.conf <<EOF
-worker_processes 1;
-daemon off;
-pid $W/px/nginx.pid;
-error_log $W/px/error.log warn;
-events { worker_connections 16384; }
-http {
-    access_log off;
-    keepalive_requests 10000000;
-    upstream up { server $UP_ADDR:443; keepalive 64; }
-    server {
-        listen 127.0.0.1:$PORT ssl;
-        ssl_certificate $W/px-chain.pem;
-        ssl_certificate_key $W/px.key;
-        ssl_protocols TLSv1.2 TLSv1.3;
-        ssl_session_tickets on;
-        location / {
-            proxy_pass https://up;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host api.example.test;
-            proxy_set_header Authorization "Bearer $SECRET";
-            proxy_ssl_verify on;
-            proxy_ssl_trusted_certificate $W/ca.pem;
-            proxy_ssl_name api.example.test;
-            proxy_ssl_server_name on;
-            proxy_ssl_session_reuse on;
-        }
-    }
-}
-EOF
-    taskset -c "$PROXY_CPU" nginx -c "$W/px/nginx.conf" -p "$W/px" 2>"$W/px/stderr" &
-    MAIN_PID=$!
-}
-start_haproxy() {
-    cat >haproxy.cfg <<EOF
-global
-    nbthread 1
-    maxconn 9000
-    ssl-default-bind-options ssl-min-ver TLSv1.2
-defaults
-    mode http
-    timeout connect 10s
-    timeout client 120s
-    timeout server 120s
-    timeout http-keep-alive 120s
-frontend fe
-    bind 127.0.0.1:$PORT ssl crt $W/px-haproxy.pem
-    default_backend be
-backend be
-    http-reuse always
-    http-request set-header Host api.example.test
-    http-request set-header Authorization "Bearer $SECRET"
-    server up $UP_ADDR:443 ssl verify required ca-file $W/ca.pem sni str(api.example.test) verifyhost api.example.test
-EOF
-    taskset -c "$PROXY_CPU" haproxy -db -f haproxy.cfg >"$W/haproxy.log" 2>&1 &
-    MAIN_PID=$!
-}
+# ---- the proxies under test: start_nginx, start_haproxy and start_vaultgate are in lib.sh ----
 start_mitmproxy() {
     cat >mitm_addon.py <<EOF
 def request(flow):
@@ -152,56 +87,21 @@ EOF
         --set ssl_verify_upstream_trusted_ca="$W/ca.pem" -s mitm_addon.py >"$W/mitm.log" 2>&1 &
     MAIN_PID=$!
 }
-start_vaultgate() {
-    cat >vault.json <<EOF
-{"version": 1, "run": {"id": "bench", "user": "bench"},
- "secrets": {"BENCH_KEY": {"value": "$SECRET"}},
- "rules": [{"host_pattern": "127.0.0.1", "secret": "BENCH_KEY", "scheme": "bearer"}],
- "host_policy": {"default": "allow", "hosts": {}}}
-EOF
-    taskset -c "$PROXY_CPU" "$VG" run --vault vault.json --state-dir "$W/var" --threads 1 \
-        --listen-https "127.0.0.1:$PORT" --listen-http none --admin "127.0.0.1:$(free_port)" \
-        --audit off --log-level "$VG_LOG_LEVEL" --upstream-ca ca.pem \
-        --resolve "127.0.0.1:443:$UP_ADDR" 2>"$W/vg.stderr" &
-    MAIN_PID=$!
-}
-proxy_pids() { echo "$MAIN_PID $(pgrep -P "$MAIN_PID" | tr '\n' ' ')"; }
-
 # curl sends no SNI for an IP literal; openssl s_client does (as wrk and hsclient do)
 get() {
     printf 'GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' |
         timeout 5 openssl s_client -quiet -connect "127.0.0.1:$PORT" -servername 127.0.0.1 \
             2>/dev/null || true # s_client fails on a close without close_notify (mitmproxy)
 }
-rss_of() { # KiB
-    local total=0 p
-    for p in "$@"; do
-        [ -r "/proc/$p/status" ] || continue
-        total=$((total + $(awk '/^VmRSS/ { print $2 }' "/proc/$p/status")))
-    done
-    echo "$total"
-}
 TICK=$(getconf CLK_TCK)
 declare -A RPS RPS_CPU CPS CPS_CPU MEM
 
 bench_mem() { # name
-    local n=$MEM_CONNS r0 r1 out ok
+    local n=$MEM_CONNS
     [ "$1" = mitmproxy ] && n=$MITM_MEM_CONNS
-    r0=$(rss_of $(proxy_pids))
-    exec 3> >(taskset -c "$LOAD_CPU" "$W/idleclient" 127.0.0.1 "$PORT" 127.0.0.1 "$n" ${MEM_NOREQ:+handshake-only} >"$W/idle.out")
-    local idle_pid=$!
-    for _ in $(seq 1200); do
-        grep -q ready "$W/idle.out" 2>/dev/null && break
-        sleep 0.1
-    done
-    sleep 1
-    r1=$(rss_of $(proxy_pids))
-    [ -n "${MEM_HOOK:-}" ] && MAIN_PID=$MAIN_PID bash -c "$MEM_HOOK" # e.g. a heap dump
-    ok=$(awk '/ready/ { print $2 }' "$W/idle.out")
-    exec 3>&- # EOF on the client's stdin: it closes its connections
-    wait "$idle_pid" 2>/dev/null || true
-    MEM[$1]=$(awk -v a="$r0" -v b="$r1" -v n="${ok:-0}" 'BEGIN { printf "%.1f", (n > 0 ? (b - a) / n : 0) }')
-    echo "$1 idle memory: $(cat "$W/idle.out"), RSS $r0 -> $r1 KiB, ${MEM[$1]} KiB/connection"
+    idle_hold "$n" ${MEM_NOREQ:+handshake-only}
+    MEM[$1]=$IDLE_KIB
+    echo "$1 idle memory: $IDLE_LINE, RSS $IDLE_R0 -> $IDLE_R1 KiB, ${MEM[$1]} KiB/connection"
 }
 bench_ka() { # name
     local pids c0 c1 out errs cpu
@@ -260,23 +160,8 @@ for name in "${ACTIVE[@]}"; do
     wait "$MAIN_PID" 2>/dev/null || true
 done
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (a > 0 && b > 0 ? a / b : 0) }'; }
-row() { # label array
-    local -n arr=$2
-    local line p
-    line=$(printf '%-30s' "$1")
-    for p in "${ACTIVE[@]}"; do line+=$(printf ' %11s' "${arr[$p]:--}"); done
-    for p in "${ACTIVE[@]}"; do
-        [ "$p" = vaultgate ] && continue
-        line+=$(printf ' %9s' "$(ratio "${arr[vaultgate]:-0}" "${arr[$p]:-0}")")
-    done
-    echo "$line"
-}
 echo
-head=$(printf '%-30s' "")
-for p in "${ACTIVE[@]}"; do head+=$(printf ' %11s' "$p"); done
-for p in "${ACTIVE[@]}"; do [ "$p" = vaultgate ] || head+=$(printf ' %9s' "vg/${p:0:5}"); done
-echo "$head"
+table_head
 row "keep-alive req/s" RPS
 row "keep-alive req/proxy-CPU-s" RPS_CPU
 row "full handshakes/s" CPS

@@ -50,18 +50,8 @@ bench_upstream "$UP_ADDR" "soak ok"
 # ---- vaultgate ----
 PORT=$(free_port)
 ADMIN=$(free_port)
-cat >vault.json <<VAULT
-{"version": 1, "run": {"id": "soak", "user": "soak"},
- "secrets": {"SOAK_KEY": {"value": "$SECRET"}},
- "rules": [{"host_pattern": "127.0.0.1", "secret": "SOAK_KEY", "scheme": "bearer"}],
- "host_policy": {"default": "allow", "hosts": {}}}
-VAULT
-chmod 600 vault.json
-taskset -c "$PROXY_CPU" "$VG" run --vault vault.json --state-dir "$W/var" --threads "$THREADS" \
-    --listen-https "127.0.0.1:$PORT" --listen-http none --admin "127.0.0.1:$ADMIN" \
-    --audit "sqlite:$W/var/audit.db" --log-level "$VG_LOG_LEVEL" --upstream-ca ca.pem \
-    --resolve "127.0.0.1:443:$UP_ADDR" 2>"$W/vg.stderr" &
-VG_PID=$!
+VG_THREADS=$THREADS VG_ADMIN=$ADMIN VG_AUDIT="sqlite:$W/var/audit.db" start_vaultgate # lib.sh
+VG_PID=$MAIN_PID
 PIDS+=($VG_PID)
 for _ in $(seq 100); do
     curl -sf "http://127.0.0.1:$ADMIN/readyz" >/dev/null 2>&1 && break

@@ -251,7 +251,8 @@ static int check_opts(struct run_opts *o, struct worker_shared *sh, struct upstr
     uc->connect_timeout = vg_timeout(&o->timeouts, VG_T_CONNECT);
     uc->tls_timeout = vg_timeout(&o->timeouts, VG_T_UPSTREAM_HANDSHAKE);
     uc->pool_idle_timeout = 60;
-    uc->pool_max_per_key = 256; /* >= the concurrency one host sees, or the pool churns */
+    uc->pool_max_per_key = 1024; /* >= the concurrency one host sees (10 h2 connections of 100
+                                    streams), or the pool churns */
     if (upstream_config_check(uc, err, sizeof(err)) < 0)
         return cli_usage_error(RUN_CMD, "%s", err);
     /* every listener kind: TLS (SNI), plain HTTP (Host), explicit proxy (CONNECT) */

@@ -57,6 +57,9 @@ struct h2conn {
     nghttp2_session *ng;
     struct event *timer;  /* the tick of deadlines */
     struct event *resume; /* streams with work for their exchange, run from the loop */
+    struct h2s *work;     /* ... queued for it */
+    struct h2s *batch;    /* ... taken by the resume event now */
+    size_t out_bytes;     /* response bytes waiting in the streams' out buffers */
     struct h2s *streams;
     size_t nstreams;
     time_t idle_since; /* no stream open since */
@@ -101,8 +104,9 @@ struct h2s {
     bool out_eof;     /* the response is complete on the exchange's side */
     bool deferred;    /* the data provider is waiting for bytes */
     bool want_drain;  /* the exchange waits for room */
-    bool work;        /* queued for the resume event */
-    bool resp_final;  /* the final response head went out */
+    struct h2s **wq;  /* the queue it is on (c->work or c->batch), or NULL */
+    struct h2s *wprev, *wnext;
+    bool resp_final; /* the final response head went out */
 };
 
 static void h2_free(struct h2conn *c);
@@ -157,12 +161,34 @@ static time_t h2_now(void)
     return ts.tv_sec;
 }
 
-/* Marks s for the resume event (buffered body bytes, a drain notice, a body end). */
+static void wq_unlink(struct h2s *s)
+{
+    if (s->wq == NULL)
+        return;
+    if (s->wprev != NULL)
+        s->wprev->wnext = s->wnext;
+    else
+        *s->wq = s->wnext;
+    if (s->wnext != NULL)
+        s->wnext->wprev = s->wprev;
+    s->wq = NULL;
+    s->wprev = s->wnext = NULL;
+}
+
+/* Queues s for the resume event (buffered body bytes, a drain notice, a body end): the event
+ * runs the streams queued, not every stream open. */
 static void h2_work(struct h2s *s)
 {
     struct h2conn *c = s->c;
 
-    s->work = true;
+    if (s->wq == NULL) {
+        s->wq = &c->work;
+        s->wprev = NULL;
+        s->wnext = c->work;
+        if (c->work != NULL)
+            c->work->wprev = s;
+        c->work = s;
+    }
     if (c->resume != NULL)
         event_active(c->resume, EV_TIMEOUT, 1);
 }
@@ -213,7 +239,9 @@ static void h2s_free(struct h2s *s)
 {
     struct h2conn *c = s->c;
 
+    wq_unlink(s);
     exchange_free(&s->x);
+    wq_unlink(s); /* the exchange's last report may have queued it */
     if (s->prev != NULL)
         s->prev->next = s->next;
     else
@@ -225,6 +253,7 @@ static void h2s_free(struct h2s *s)
         c->idle_since = h2_now();
     h2req_free(&s->req);
     evbuffer_free(s->in);
+    c->out_bytes -= evbuffer_get_length(s->out);
     evbuffer_free(s->out);
     free(s->tnv);
     free(s->tbuf);
@@ -278,10 +307,12 @@ static void h2s_resume_data(struct h2s *s)
 static int h2_resp_body(void *t, struct evbuffer *buf)
 {
     struct h2s *s = t;
+    size_t n = evbuffer_get_length(buf);
 
     s->last_io = h2_now();
     if (evbuffer_add_buffer(s->out, buf) < 0)
         return -1;
+    s->c->out_bytes += n;
     h2s_resume_data(s);
     return 0;
 }
@@ -333,11 +364,15 @@ static int h2_resp_error(void *t, int status, const char *type, const char *deta
     struct h2s *s = t;
     struct evbuffer *ps = evbuffer_new();
     struct http_head h;
+    size_t before = evbuffer_get_length(s->out);
     int rc = -1;
 
     httphead_init(&h);
-    if (ps == NULL || http1_error_parts(status, type, details, host, ps, s->out) < 0)
+    rc = ps == NULL ? -1 : http1_error_parts(status, type, details, host, ps, s->out);
+    s->c->out_bytes += evbuffer_get_length(s->out) - before;
+    if (rc < 0)
         goto out;
+    rc = -1;
     if (httphead_set_status_line(&h, 2, status, "", 0) == 0 &&
         httphead_add(&h, "proxy-status", 12, (const char *)evbuffer_pullup(ps, -1),
                      evbuffer_get_length(ps)) == 0 &&
@@ -359,10 +394,7 @@ out:
 static size_t h2_room(void *t)
 {
     struct h2s *s = t;
-    size_t have = evbuffer_get_length(s->out), total = bevio_pending(&s->c->io);
-
-    for (struct h2s *o = s->c->streams; o != NULL && total < VG_CONN_OUT_CAP; o = o->next)
-        total += evbuffer_get_length(o->out);
+    size_t have = evbuffer_get_length(s->out), total = bevio_pending(&s->c->io) + s->c->out_bytes;
     if (have < VG_H2_STREAM_OUT_CAP && total < VG_CONN_OUT_CAP)
         return VG_H2_STREAM_OUT_CAP - have;
     s->want_drain = true;
@@ -423,6 +455,7 @@ static ssize_t h2_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_
         n = len;
     if (n > 0 && evbuffer_remove(s->out, buf, n) != (int)n)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    s->c->out_bytes -= n;
     s->last_io = h2_now();
     if (s->want_drain && evbuffer_get_length(s->out) <= VG_H2_STREAM_OUT_CAP / 2)
         h2_work(s);
@@ -499,14 +532,16 @@ static void h2s_feed(struct h2s *s)
 static void resume_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct h2conn *c = arg;
-    struct h2s *s, *next;
+    struct h2s *s;
 
     h2_enter(c);
-    for (s = c->streams; s != NULL && !c->freed; s = next) {
-        next = s->next;
-        if (!s->work)
-            continue;
-        s->work = false;
+    /* what is queued now; what the exchanges queue meanwhile waits for the next turn */
+    c->batch = c->work;
+    c->work = NULL;
+    for (s = c->batch; s != NULL; s = s->wnext)
+        s->wq = &c->batch;
+    while (!c->freed && (s = c->batch) != NULL) {
+        wq_unlink(s);
         h2s_feed(s);
         if (s->x != NULL && s->want_drain &&
             evbuffer_get_length(s->out) <= VG_H2_STREAM_OUT_CAP / 2 &&

@@ -52,6 +52,7 @@ struct h2up {
     struct bevio io;
     nghttp2_session *ng;
     struct h2up_stream *streams;
+    struct h2up_stream *touched; /* streams with news for h2up_after */
     size_t nstreams;
     bool closing;          /* GOAWAY received or sent, or failed: no new streams */
     bool dialing;          /* announced by h2up_dial: no socket or session yet */
@@ -76,14 +77,15 @@ struct h2up_stream {
     struct http1_msg resp;     /* the response head as it arrives */
     struct http_head trailers; /* and its trailers */
     bool final;                /* the final head came: later HEADERS are trailers */
-    bool touched;              /* a callback ran in the current batch */
-    bool failed;               /* reset or the connection failed */
-    bool ended;                /* END_STREAM from the server */
-    bool closed;               /* nghttp2 closed it */
-    bool detached;             /* the exchange let go (h2up_close) */
-    bool waiting;              /* queued until the connection settles: not submitted */
-    bool refused;              /* closed by REFUSED_STREAM before any response head */
-    struct evbuffer *out;      /* request body waiting for DATA frames */
+    bool touched;              /* a callback ran in the current batch: on c->touched */
+    struct h2up_stream *tprev, *tnext;
+    bool failed;          /* reset or the connection failed */
+    bool ended;           /* END_STREAM from the server */
+    bool closed;          /* nghttp2 closed it */
+    bool detached;        /* the exchange let go (h2up_close) */
+    bool waiting;         /* queued until the connection settles: not submitted */
+    bool refused;         /* closed by REFUSED_STREAM before any response head */
+    struct evbuffer *out; /* request body waiting for DATA frames */
     bool out_eof, deferred, want_more;
     size_t unconsumed; /* response bytes delivered, not yet given back */
 };
@@ -207,10 +209,40 @@ static void idle_arm(struct h2up *c)
         evtimer_add(c->idle, &idle);
 }
 
+/* Queues s for h2up_after (once per batch). */
+static void touch(struct h2up_stream *s)
+{
+    struct h2up *c = s->c;
+
+    if (s->touched)
+        return;
+    s->touched = true;
+    s->tprev = NULL;
+    s->tnext = c->touched;
+    if (c->touched != NULL)
+        c->touched->tprev = s;
+    c->touched = s;
+}
+
+static void untouch(struct h2up_stream *s)
+{
+    if (!s->touched)
+        return;
+    if (s->tprev != NULL)
+        s->tprev->tnext = s->tnext;
+    else
+        s->c->touched = s->tnext;
+    if (s->tnext != NULL)
+        s->tnext->tprev = s->tprev;
+    s->touched = false;
+    s->tprev = s->tnext = NULL;
+}
+
 static void stream_free(struct h2up_stream *s)
 {
     struct h2up *c = s->c;
 
+    untouch(s);
     if (s->prev != NULL)
         s->prev->next = s->next;
     else
@@ -258,9 +290,10 @@ static struct h2up_stream *stream_new(struct h2up *c, const struct h2up_ops *ops
 }
 
 /*
- * Tells every stream the callbacks touched in this batch (or all, when the connection fails).
- * An exchange's callback may close any stream of the connection, so the list is searched anew
- * after each call.
+ * Tells every stream the callbacks touched in this batch (or all, when the connection fails):
+ * they wait on c->touched, so a batch costs what it touched, not the streams open. An
+ * exchange's callback may touch, close or free any stream of the connection; a freed one
+ * leaves the queue.
  */
 static void h2up_after(struct h2up *c, bool all_failed)
 {
@@ -269,16 +302,13 @@ static void h2up_after(struct h2up *c, bool all_failed)
     for (s = c->streams; s != NULL && all_failed; s = s->next) {
         if (!s->ended)
             s->failed = true;
-        s->touched |= s->failed;
+        if (s->failed && !s->waiting) /* the queue is told by waiters_tell */
+            touch(s);
     }
-    for (;;) {
-        for (s = c->streams; s != NULL; s = s->next)
-            if (s->touched && !s->detached && !s->waiting)
-                break;
-        if (s == NULL)
-            return;
-        s->touched = false;
-        s->ops->after(s->arg, s->failed);
+    while ((s = c->touched) != NULL) {
+        untouch(s);
+        if (!s->detached && !s->waiting)
+            s->ops->after(s->arg, s->failed);
     }
 }
 
@@ -409,12 +439,12 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *user
     if (s == NULL || s->detached || s->failed)
         return 0;
     if (f->hd.type == NGHTTP2_HEADERS) {
-        s->touched = true;
+        touch(s);
         on_headers(s, end);
     }
     if (end && (f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) && !s->failed) {
         s->ended = true;
-        s->touched = true;
+        touch(s);
         if (s->ops->cb.on_done(s->arg) < 0)
             s->failed = true;
     }
@@ -432,7 +462,7 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
         nghttp2_session_consume_stream(ng, id, len);
         return 0;
     }
-    s->touched = true;
+    touch(s);
     s->unconsumed += len;
     if (s->ops->cb.on_body(s->arg, (const char *)data, len) < 0)
         s->failed = true;
@@ -451,7 +481,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
     s->refused = code == NGHTTP2_REFUSED_STREAM && !s->final && s->resp.head.status == 0;
     if (!s->ended && !s->detached) {
         s->failed = true;
-        s->touched = true;
+        touch(s);
     }
     stream_maybe_free(s);
     return 0;

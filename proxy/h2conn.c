@@ -31,8 +31,10 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include <event2/buffer.h>
@@ -42,11 +44,12 @@
 
 /* SPEC §4's timeouts as for HTTP/1.1 (--timeout): idle with no stream open, a header block
  * begun and not finished, a stream with no DATA either way */
-#define H2_T(c, k)    vg_timeout(&(c)->cc.w->sh->timeouts, (k))
-#define H2_T_TICK     5             /* how often deadlines are looked at, at most */
-#define H2_T_LINGER   2             /* after the last frame: input read and discarded this long */
-#define H2_LINGER_MAX (1024 * 1024) /* ... or until this much of it */
-#define H2_NV_MAX     (VG_HEAD_MAX_FIELDS * 2 + 8)
+#define H2_T(c, k)     vg_timeout(&(c)->cc.w->sh->timeouts, (k))
+#define H2_LAZY_BLOCKS 4 /* large blocks of a session kept as mappings (see h2_malloc) */
+#define H2_T_TICK      5 /* how often deadlines are looked at, at most */
+#define H2_T_LINGER    2 /* after the last frame: input read and discarded this long */
+#define H2_LINGER_MAX  (1024 * 1024) /* ... or until this much of it */
+#define H2_NV_MAX      (VG_HEAD_MAX_FIELDS * 2 + 8)
 
 struct h2s;
 
@@ -60,6 +63,11 @@ struct h2conn {
     struct h2s *work;     /* ... queued for it */
     struct h2s *batch;    /* ... taken by the resume event now */
     size_t out_bytes;     /* response bytes waiting in the streams' out buffers */
+    nghttp2_mem mem;      /* the session's allocator (below) */
+    struct h2_lazy {
+        void *p;
+        size_t n;
+    } lazy[H2_LAZY_BLOCKS]; /* the session's mapped blocks */
     struct h2s *streams;
     size_t nstreams;
     time_t idle_since; /* no stream open since */
@@ -994,6 +1002,99 @@ static void h2_link_abort(struct worker_link *l)
 
 static const struct worker_link_ops h2_link_ops = {h2_link_drain, h2_link_abort};
 
+/* ---- session memory --------------------------------------------------------------------- */
+
+/*
+ * nghttp2 1.52 gives every session a 16 KiB output frame buffer and a 4 KiB table up front.
+ * Blocks of H2_LAZY_MIN bytes and more are mapped instead of taken from the heap, and their
+ * sizes kept beside the connection rather than in them: a page counts towards the process only
+ * once something is written to it, so an idle connection that never sent a large frame holds
+ * one page of its frame buffer, not four or five, and none of an unused table.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define H2_LAZY_MIN SIZE_MAX /* under ASan every block stays on the heap, where it is checked */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define H2_LAZY_MIN SIZE_MAX
+#endif
+#endif
+#ifndef H2_LAZY_MIN
+#define H2_LAZY_MIN 4096
+#endif
+
+static void *h2_malloc(size_t n, void *ud)
+{
+    struct h2conn *c = ud;
+    void *p;
+
+    if (n < H2_LAZY_MIN)
+        return malloc(n);
+    for (size_t i = 0; i < H2_LAZY_BLOCKS; i++) {
+        if (c->lazy[i].p != NULL)
+            continue;
+        p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return NULL;
+        c->lazy[i].p = p;
+        c->lazy[i].n = n;
+        return p;
+    }
+    return malloc(n); /* more large blocks than expected: the heap */
+}
+
+/* The slot of a mapped block, or NULL for a heap block. */
+static struct h2_lazy *h2_lazy_of(struct h2conn *c, void *p)
+{
+    for (size_t i = 0; p != NULL && i < H2_LAZY_BLOCKS; i++) {
+        if (c->lazy[i].p == p)
+            return &c->lazy[i];
+    }
+    return NULL;
+}
+
+static void h2_free_block(void *p, void *ud)
+{
+    struct h2_lazy *l = h2_lazy_of(ud, p);
+
+    if (l == NULL) {
+        free(p);
+        return;
+    }
+    munmap(l->p, l->n);
+    l->p = NULL;
+}
+
+static void *h2_calloc(size_t nmemb, size_t size, void *ud)
+{
+    struct h2conn *c = ud;
+    void *p;
+
+    if (size != 0 && nmemb > SIZE_MAX / size)
+        return NULL;
+    p = h2_malloc(nmemb * size, ud);
+    if (p != NULL && h2_lazy_of(c, p) == NULL)
+        memset(p, 0, nmemb * size); /* a mapping is zero already, and stays untouched */
+    return p;
+}
+
+static void *h2_realloc(void *p, size_t n, void *ud)
+{
+    struct h2_lazy *l = h2_lazy_of(ud, p);
+    size_t old;
+    void *np;
+
+    if (p == NULL)
+        return h2_malloc(n, ud);
+    if (l == NULL && n < H2_LAZY_MIN)
+        return realloc(p, n);
+    old = l != NULL ? l->n : malloc_usable_size(p);
+    if ((np = h2_malloc(n, ud)) == NULL)
+        return NULL;
+    memcpy(np, p, old < n ? old : n);
+    h2_free_block(p, ud);
+    return np;
+}
+
 /* ---- start ------------------------------------------------------------------------------ */
 
 static int h2_session_new(struct h2conn *c)
@@ -1022,7 +1123,8 @@ static int h2_session_new(struct h2conn *c)
     nghttp2_option_set_no_http_messaging(opt, 1);
     nghttp2_option_set_no_auto_window_update(opt, 1);
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, VG_H2_HPACK_TABLE);
-    if (nghttp2_session_server_new2(&c->ng, cb, c, opt) != 0)
+    c->mem = (nghttp2_mem){c, h2_malloc, h2_free_block, h2_calloc, h2_realloc};
+    if (nghttp2_session_server_new3(&c->ng, cb, c, opt, &c->mem) != 0)
         goto out;
     if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0)
         goto out;

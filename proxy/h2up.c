@@ -53,6 +53,7 @@ struct h2up {
     nghttp2_session *ng;
     struct h2up_stream *streams;
     struct h2up_stream *touched; /* streams with news for h2up_after */
+    size_t nwant_more;           /* streams whose exchange waits for body room (want_more) */
     size_t nstreams;
     bool closing;          /* GOAWAY received or sent, or failed: no new streams */
     bool dialing;          /* announced by h2up_dial: no socket or session yet */
@@ -243,6 +244,8 @@ static void stream_free(struct h2up_stream *s)
     struct h2up *c = s->c;
 
     untouch(s);
+    if (s->want_more)
+        c->nwant_more--;
     if (s->prev != NULL)
         s->prev->next = s->next;
     else
@@ -658,11 +661,13 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
         h2up_leave(c);
         return;
     }
-    for (s = c->streams; s != NULL && !c->freed; s = next) {
+    /* the streams are walked only while one of them waits for body room */
+    for (s = c->streams; s != NULL && !c->freed && c->nwant_more > 0; s = next) {
         next = s->next;
         if (s->want_more && !s->detached &&
             evbuffer_get_length(s->out) <= VG_H2_STREAM_OUT_CAP / 2) {
             s->want_more = false;
+            c->nwant_more--;
             s->ops->more(s->arg);
         }
     }
@@ -915,6 +920,8 @@ int h2up_body(struct h2up_stream *s, const char *p, size_t n)
     stream_resume(s);
     if (evbuffer_get_length(s->out) < VG_H2_STREAM_OUT_CAP)
         return 0;
+    if (!s->want_more)
+        s->c->nwant_more++;
     s->want_more = true;
     return 1;
 }

@@ -23,6 +23,7 @@
 #include "common/timeouts.h"
 #include "policy/policy.h"
 #include "proxy/admin.h"
+#include "proxy/admin_page.h"
 #include "cli/cli.h"
 #include "proxy/listen.h"
 #include "proxy/worker.h"
@@ -286,6 +287,23 @@ static void add_strings(cJSON *arr, const char *const *v, size_t n)
         cJSON_AddItemToArray(arr, cJSON_CreateString(v[i]));
 }
 
+/* SPEC §7: no rules, no block entries, an allow default (a default-mode vault has no wildcard
+ * or regex blocks; its exact and IP blocks are among its names). */
+static bool nothing_to_enforce(const struct policy *p)
+{
+    const struct policy_name *names;
+    size_t n;
+
+    if (policy_rule_count(p) > 0 || policy_mode(p, NULL) != POLICY_MODE_DEFAULT)
+        return false;
+    names = policy_names(p, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (names[i].block)
+            return false;
+    }
+    return true;
+}
+
 static void run_status(void *arg, cJSON *obj)
 {
     struct run_state *rs = arg;
@@ -327,6 +345,9 @@ static void run_status(void *arg, cJSON *obj)
                                                          "in memory and retried"));
         reload_warnings_json(&rs->warnings, arr);
     }
+    cJSON_AddStringToObject(
+        obj, "enforcement",
+        admin_enforcement((size_t)cJSON_GetArraySize(arr), nothing_to_enforce(p)));
     arr = cJSON_AddArrayToObject(obj, "notes");
     if (arr != NULL) {
         v = policy_notes(p, &n);

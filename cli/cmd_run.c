@@ -661,14 +661,16 @@ static int run_setup(struct run_state *rs, char *err, size_t errlen)
 {
     struct run_opts *o = rs->o;
     struct passwd pwbuf, *pw = NULL;
-    char pwstr[1024], aerr[512];
+    char pwstr[1024], aerr[512], verr[768];
     const char *reason = NULL;
 
     if (o->user != NULL && getpwnam_r(o->user, &pwbuf, pwstr, sizeof(pwstr), &pw) != 0)
         pw = NULL;
-    rs->sh.policy = load_vault(o->vault, o->vault_wait, err, errlen);
-    if (rs->sh.policy == NULL)
+    rs->sh.policy = load_vault(o->vault, o->vault_wait, verr, sizeof(verr));
+    if (rs->sh.policy == NULL) {
+        snprintf(err, errlen, "%s: %s", o->vault, verr); /* which file, then what */
         return EXIT_VAULT;
+    }
     rs->sh.mode = policy_mode(rs->sh.policy, &reason);
     snprintf(rs->mode_reason, sizeof(rs->mode_reason), "%s", reason != NULL ? reason : "");
     snprintf(rs->run_id, sizeof(rs->run_id), "%s", policy_run_id(rs->sh.policy));

@@ -561,6 +561,11 @@ struct policy *policy_load(const char *path, char *err, size_t errlen)
     return policy_from_vault_take(vault_load(path, err, errlen), err, errlen);
 }
 
+struct policy *policy_load_unread(const char *path, char *err, size_t errlen)
+{
+    return policy_from_vault_take(vault_load_unread(path, err, errlen), err, errlen);
+}
+
 struct policy *policy_parse(const char *json, size_t len, char *err, size_t errlen)
 {
     return policy_from_vault_take(vault_parse(json, len, err, errlen), err, errlen);

@@ -7,7 +7,7 @@
 - typos get the nearest known word: a command, an option, a vault field.
 - every error names what it is about: the vault path (run, check), the listener or admin address
   in use, and a hint for a port below 1024 without root (run as nobody).
-- `vaultgate hosts` needs no secret value: an env variable that is not set and a secret file
+- `vaultgate hosts` and `vaultgate nft` need no secret value: an env variable that is not set and a secret file
   that does not exist are fine (names only), and the environment variable stays unread."""
 import json
 import os
@@ -143,6 +143,9 @@ def hosts_names_only(d):
     rc, out, err = run("hosts", "--vault", v, "--proxy-ip", "10.0.0.2", env=env)
     t.check(rc == 0 and out == "10.0.0.2 api.openai.com\n10.0.0.2 api.anthropic.com\n"
             "10.0.0.2 evil.example.test\n" and err == "", "hosts: %d %r %r" % (rc, out, err))
+    rc, out, err = run("nft", "--vault", v, env=env)
+    t.check(rc == 0 and "table inet vaultgate" in out, "nft without the secrets: %d %r" %
+            (rc, err))
     rc, _, err = run("check", "--vault", v, env=env)
     t.check(rc == 3 and "VG_TEST_UNSET_KEY is not set" in err, "check reads the sources")
     t.log("ok hosts needs no secret value")

@@ -46,9 +46,12 @@ def main():
     script = script.replace("VG=/path/to/vaultgate", "VG=" + vg)
     script = script.replace("demo=/tmp/vg-demo", "demo=" + demo)
     env = dict(os.environ, VAULTGATE_BIN=t.VG_BIN)
-    r = subprocess.run(["bash", "-c", "set -e\n" + script], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, env=env, timeout=120, cwd=d)
-    out, err = r.stdout.decode(), r.stderr.decode()
+    # files, not pipes: the block's background jobs hold what they inherit
+    with open(os.path.join(d, "out"), "wb") as fo, open(os.path.join(d, "err"), "wb") as fe:
+        r = subprocess.run(["bash", "-c", "set -e\n" + script], stdout=fo, stderr=fe, env=env,
+                           timeout=120, cwd=d)
+    with open(os.path.join(d, "out"), "rb") as fo, open(os.path.join(d, "err"), "rb") as fe:
+        out, err = fo.read().decode(errors="replace"), fe.read().decode(errors="replace")
     t.check(r.returncode == 0, "the walk-through failed (%d):\n%s\n%s" % (r.returncode, out[-2000:],
                                                                           err[-2000:]))
     t.check(KEY not in out + err, "the key is in the walk-through's output")

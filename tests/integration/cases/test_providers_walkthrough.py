@@ -14,19 +14,12 @@ import shutil
 import subprocess
 
 import vgtest as t
+import walkthrough
 
 KEYS = {"Authorization: Bearer ": "sk-proj-demo-openai-0001",
         "x-api-key: ": "sk-ant-demo-anthropic-0002",
         "x-goog-api-key: ": "AIzaDemoGeminiKey0003"}
 NETNS = ("vg-sb", "vg-gw")
-
-
-def block():
-    with open(os.path.join(t.SRC, "docs", "gateway.md")) as f:
-        text = f.read()
-    m = re.search(r"<!-- walkthrough: providers[^\n]*-->\n```sh\n(.*?)\n```", text, re.S)
-    t.check(m, "docs/gateway.md has no providers walk-through block")
-    return m.group(1)
 
 
 def clean_netns():
@@ -43,24 +36,13 @@ def main():
         if not shutil.which(tool):
             t.skip("%s is not installed" % tool)
     d = t.tmpdir()
-    vg = os.path.join(d, "checkout")
-    os.makedirs(os.path.join(vg, "scripts"))
-    os.makedirs(os.path.join(vg, "build", "cli"))
-    shutil.copy2(os.path.join(t.SRC, "scripts", "echo-server"), os.path.join(vg, "scripts"))
-    os.symlink(os.path.join(t.SRC, "conf"), os.path.join(vg, "conf"))
-    os.symlink(t.VG_BIN, os.path.join(vg, "build", "cli", "vaultgate"))
+    vg = walkthrough.checkout(d, ("echo-server",))
     w = os.path.join(d, "providers")
-    script = block()
-    t.check(script.count("VG=/path/to/vaultgate") == 1 and "w=/tmp/vg-providers" in script,
-            "the block's VG= or w= line changed")
-    script = script.replace("VG=/path/to/vaultgate", "VG=" + vg)
-    script = script.replace("w=/tmp/vg-providers", "w=" + w)
+    script = walkthrough.block("docs/gateway.md", "providers")
     clean_netns()
     try:
-        # files, not pipes: the block's background jobs hold what they inherit
-        with open(os.path.join(d, "out"), "wb") as fo, open(os.path.join(d, "err"), "wb") as fe:
-            r = subprocess.run(["bash", "-c", "set -e\n" + script], stdout=fo, stderr=fe,
-                               timeout=180, cwd=d)
+        rc, out, err = walkthrough.run(script, d, [("VG=/path/to/vaultgate", "VG=" + vg),
+                                                   ("w=/tmp/vg-providers", "w=" + w)])
     finally:
         # whatever the block left behind: its background jobs live in the namespaces
         for ns in NETNS:
@@ -69,10 +51,7 @@ def main():
             for p in pids:
                 subprocess.run(["kill", p.decode()], stderr=subprocess.DEVNULL)
         clean_netns()
-    with open(os.path.join(d, "out"), "rb") as fo, open(os.path.join(d, "err"), "rb") as fe:
-        out, err = fo.read().decode(errors="replace"), fe.read().decode(errors="replace")
-    t.check(r.returncode == 0, "the walk-through failed (%d):\n%s\n%s" % (r.returncode,
-                                                                          out[-2500:], err[-2500:]))
+    t.check(rc == 0, "the walk-through failed (%d):\n%s\n%s" % (rc, out[-2500:], err[-2500:]))
     with open(os.path.join(w, "vaultgate.log")) as f:
         log = f.read()
     for key in KEYS.values():

@@ -10,21 +10,11 @@ blocked host gets vaultgate's 403, and the audit store lists it; the key itself 
 in the output."""
 import os
 import re
-import shutil
-import subprocess
-import sys
 
 import vgtest as t
+import walkthrough
 
 KEY = "sk-example-FAKE-not-a-real-key-0000"
-
-
-def block():
-    with open(os.path.join(t.SRC, "README.md")) as f:
-        text = f.read()
-    m = re.search(r"<!-- walkthrough: injection[^\n]*-->\n```sh\n(.*?)\n```", text, re.S)
-    t.check(m, "README has no injection walk-through block")
-    return m.group(1)
 
 
 def main():
@@ -32,28 +22,13 @@ def main():
     if not t.isolate_net():
         t.skip("needs a network namespace of its own (fixed ports)")
     d = t.tmpdir()
-    vg = os.path.join(d, "checkout")
-    os.makedirs(os.path.join(vg, "scripts"))
-    os.makedirs(os.path.join(vg, "build", "cli"))
-    for f in ("run-example", "echo-server", "deps", "build"):
-        shutil.copy2(os.path.join(t.SRC, "scripts", f), os.path.join(vg, "scripts", f))
-    os.symlink(os.path.join(t.SRC, "conf"), os.path.join(vg, "conf"))
-    os.symlink(t.VG_BIN, os.path.join(vg, "build", "cli", "vaultgate"))
+    vg = walkthrough.checkout(d, ("run-example", "echo-server", "deps", "build"))
     demo = os.path.join(d, "demo")
-    script = block()
-    t.check(script.count("VG=/path/to/vaultgate") == 1 and "demo=/tmp/vg-demo" in script,
-            "the block's VG= or demo= line changed")
-    script = script.replace("VG=/path/to/vaultgate", "VG=" + vg)
-    script = script.replace("demo=/tmp/vg-demo", "demo=" + demo)
-    env = dict(os.environ, VAULTGATE_BIN=t.VG_BIN)
-    # files, not pipes: the block's background jobs hold what they inherit
-    with open(os.path.join(d, "out"), "wb") as fo, open(os.path.join(d, "err"), "wb") as fe:
-        r = subprocess.run(["bash", "-c", "set -e\n" + script], stdout=fo, stderr=fe, env=env,
-                           timeout=120, cwd=d)
-    with open(os.path.join(d, "out"), "rb") as fo, open(os.path.join(d, "err"), "rb") as fe:
-        out, err = fo.read().decode(errors="replace"), fe.read().decode(errors="replace")
-    t.check(r.returncode == 0, "the walk-through failed (%d):\n%s\n%s" % (r.returncode, out[-2000:],
-                                                                          err[-2000:]))
+    rc, out, err = walkthrough.run(walkthrough.block("README.md", "injection"), d,
+                                   [("VG=/path/to/vaultgate", "VG=" + vg),
+                                    ("demo=/tmp/vg-demo", "demo=" + demo)],
+                                   env=dict(os.environ, VAULTGATE_BIN=t.VG_BIN), timeout=120)
+    t.check(rc == 0, "the walk-through failed (%d):\n%s\n%s" % (rc, out[-2000:], err[-2000:]))
     t.check(KEY not in out + err, "the key is in the walk-through's output")
     with open(os.path.join(demo, "vaultgate.log")) as f:
         t.check(KEY not in f.read(), "the key is in vaultgate's log")

@@ -105,8 +105,8 @@ START_TEST(row_cap)
         cJSON_AddItemToArray(rows, r);
     }
     html = render(st, rows, &len);
-    for (p = strstr(html, "<td class=\"host\">"); p != NULL;
-         p = strstr(p + 1, "<td class=\"host\">"))
+    for (p = strstr(html, "<td class=\"host\" "); p != NULL;
+         p = strstr(p + 1, "<td class=\"host\" "))
         trs++;
     ck_assert_uint_eq(trs, VG_ADMIN_PAGE_MAX_ROWS);
     /* the largest counts first: the row with count 0 is the one left out */

@@ -9,6 +9,7 @@
  */
 #include "cli/cli.h"
 #include "common/redact.h"
+#include "common/suggest.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -17,7 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CLI_NAME_MAX 64 /* an unknown option's name is echoed up to this (less one) */
+#define CLI_SUGGEST_MAX 64 /* options of one table compared for "did you mean" */
+#define CLI_NAME_MAX    64 /* an unknown option's name is echoed up to this (less one) */
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
@@ -134,9 +136,22 @@ static int missing_value(const struct cli_spec *spec, const struct cli_opt *o)
                            word_or(o->what, "a value"));
 }
 
-/* A word that names no option of the table (name is the part before '='). */
+/* A word that names no option of the table (name is the part before '='); the nearest option
+ * when the name looks like a typo of one. */
 static int unknown_option(const struct cli_spec *spec, const char *word, const char *name)
 {
+    const char *names[CLI_SUGGEST_MAX], *near = NULL;
+    size_t n = 0;
+
+    /* compared without the leading "--" */
+    for (; spec->opts[n].name != NULL && n < CLI_SUGGEST_MAX; n++)
+        names[n] = spec->opts[n].name + 2;
+    if (strncmp(name, "--", 2) == 0)
+        near = suggest_nearest(name + 2, names, n);
+    if (near != NULL)
+        return cli_usage_error(spec->cmd, "%s '%s'; did you mean --%s?",
+                               word_or(spec->words->unknown, "unknown option"),
+                               spec->words->whole ? word : name, near);
     return cli_usage_error(spec->cmd, "%s '%s'", word_or(spec->words->unknown, "unknown option"),
                            spec->words->whole ? word : name);
 }

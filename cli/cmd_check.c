@@ -213,7 +213,8 @@ int cmd_hosts(int argc, char **argv)
     if (kind != HOSTNAME_IPV4 && kind != HOSTNAME_IPV6)
         return cli_usage_error("hosts", "option --proxy-ip: '%s' is not an IPv4 or IPv6 address",
                                o.proxy_ip);
-    p = policy_load(o.vault, err, sizeof(err));
+    /* names only: no env variable or secret file needs to be there (SPEC §2) */
+    p = policy_load_unread(o.vault, err, sizeof(err));
     if (p == NULL) {
         fprintf(stderr, "error: %s: %s\n", o.vault, err);
         return EXIT_VAULT;

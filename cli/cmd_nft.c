@@ -423,7 +423,7 @@ int cmd_nft(int argc, char **argv)
 
     if (parse_opts(argc, argv, &o, &rc) < 0)
         return rc;
-    p = policy_load(o.vault, err, sizeof(err));
+    p = policy_load_unread(o.vault, err, sizeof(err));
     if (p == NULL) {
         fprintf(stderr, "vaultgate nft: %s\n", err);
         return EXIT_VAULT;

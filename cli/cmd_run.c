@@ -23,6 +23,7 @@
 #include "common/timeouts.h"
 #include "policy/policy.h"
 #include "proxy/admin.h"
+#include "proxy/admin_page.h"
 #include "cli/cli.h"
 #include "proxy/listen.h"
 #include "proxy/worker.h"
@@ -287,6 +288,23 @@ static void add_strings(cJSON *arr, const char *const *v, size_t n)
         cJSON_AddItemToArray(arr, cJSON_CreateString(v[i]));
 }
 
+/* SPEC §7: no rules, no block entries, an allow default (a default-mode vault has no wildcard
+ * or regex blocks; its exact and IP blocks are among its names). */
+static bool nothing_to_enforce(const struct policy *p)
+{
+    const struct policy_name *names;
+    size_t n;
+
+    if (policy_rule_count(p) > 0 || policy_mode(p, NULL) != POLICY_MODE_DEFAULT)
+        return false;
+    names = policy_names(p, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (names[i].block)
+            return false;
+    }
+    return true;
+}
+
 static void run_status(void *arg, cJSON *obj)
 {
     struct run_state *rs = arg;
@@ -328,6 +346,9 @@ static void run_status(void *arg, cJSON *obj)
                                                          "in memory and retried"));
         reload_warnings_json(&rs->warnings, arr);
     }
+    cJSON_AddStringToObject(
+        obj, "enforcement",
+        admin_enforcement((size_t)cJSON_GetArraySize(arr), nothing_to_enforce(p)));
     arr = cJSON_AddArrayToObject(obj, "notes");
     if (arr != NULL) {
         v = policy_notes(p, &n);
@@ -641,14 +662,16 @@ static int run_setup(struct run_state *rs, char *err, size_t errlen)
 {
     struct run_opts *o = rs->o;
     struct passwd pwbuf, *pw = NULL;
-    char pwstr[1024], aerr[512];
+    char pwstr[1024], aerr[512], verr[768];
     const char *reason = NULL;
 
     if (o->user != NULL && getpwnam_r(o->user, &pwbuf, pwstr, sizeof(pwstr), &pw) != 0)
         pw = NULL;
-    rs->sh.policy = load_vault(o->vault, o->vault_wait, err, errlen);
-    if (rs->sh.policy == NULL)
+    rs->sh.policy = load_vault(o->vault, o->vault_wait, verr, sizeof(verr));
+    if (rs->sh.policy == NULL) {
+        snprintf(err, errlen, "%s: %s", o->vault, verr); /* which file, then what */
         return EXIT_VAULT;
+    }
     rs->sh.mode = policy_mode(rs->sh.policy, &reason);
     snprintf(rs->mode_reason, sizeof(rs->mode_reason), "%s", reason != NULL ? reason : "");
     snprintf(rs->run_id, sizeof(rs->run_id), "%s", policy_run_id(rs->sh.policy));

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <openssl/pkcs12.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
@@ -34,19 +36,28 @@ struct trust_opts {
 
 static void trust_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: vaultgate trust --ca FILE [--bundle-out FILE] [--system-roots FILE]\n"
-            "\n"
-            "Writes a CA bundle (the per-run root from --ca first, then the system roots) and\n"
-            "prints shell lines that make runtimes in a sandbox use it:\n"
-            "  eval \"$(vaultgate trust --ca var/ca.pem)\"\n"
-            "\n"
-            "  --ca FILE            the per-run root certificate (vaultgate run --ca-out)\n"
-            "  --bundle-out FILE    where to write the bundle [<directory of --ca>/bundle.pem]\n"
-            "  --system-roots FILE  system trust anchors to append [" TRUST_DEFAULT_ROOTS "]\n"
-            "\n"
-            "SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and GIT_SSL_CAINFO name the\n"
-            "bundle; NODE_EXTRA_CA_CERTS names the root alone (Node adds it to its own store).\n");
+    fprintf(
+        out,
+        "usage: vaultgate trust --ca FILE [--bundle-out FILE] [--system-roots FILE]\n"
+        "\n"
+        "Writes, in the directory of the bundle (mode 0644 each, atomically): the bundle (the\n"
+        "per-run root from --ca first, then the system roots), ca.pem (the root alone, when\n"
+        "--ca is elsewhere), truststore.p12 (every bundle certificate as a trusted entry, for\n"
+        "Java) and wgetrc; then prints shell lines that make runtimes in a sandbox use them:\n"
+        "  eval \"$(vaultgate trust --ca /run/vaultgate/ca.pem)\"\n"
+        "\n"
+        "  --ca FILE            the per-run root certificate (vaultgate run --ca-out)\n"
+        "  --bundle-out FILE    where to write the bundle [<directory of --ca>/bundle.pem];\n"
+        "                       a directory sandbox users can read (not the 0700 state dir)\n"
+        "  --system-roots FILE  system trust anchors to append [" TRUST_DEFAULT_ROOTS "]\n"
+        "\n"
+        "SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, GIT_SSL_CAINFO, PIP_CERT,\n"
+        "AWS_CA_BUNDLE, CARGO_HTTP_CAINFO, DENO_CERT, CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE and\n"
+        "NPM_CONFIG_CAFILE name the bundle; NODE_EXTRA_CA_CERTS names the root alone (Node\n"
+        "adds it to its own store); WGETRC names the wgetrc (Debian's wget reads no variable);\n"
+        "JAVA_TOOL_OPTIONS makes a JVM use the truststore and nothing else.\n"
+        "\n"
+        "exit status: 0 done, 1 a file could not be read or written, 2 usage error\n");
 }
 
 #define TRUST_OPT(field) offsetof(struct trust_opts, field)
@@ -184,14 +195,23 @@ static int write_all(FILE *f, const char *p, size_t n)
     return n == 0 || fwrite(p, 1, n, f) == n ? 0 : -1;
 }
 
-/* Writes root then roots to path, mode 0644, atomically. 0 or -1 + err. */
-static int write_bundle(const char *path, const char *root, size_t rlen, const char *roots,
-                        size_t slen, char *err, size_t errlen)
+/* One piece of a file write_atomic() puts together; a piece not ending in '\n' gets one when
+ * nl is set (PEM files), binary pieces never. */
+struct piece {
+    const char *p;
+    size_t n;
+    bool nl;
+};
+
+/* Writes the pieces to path, mode 0644, atomically (temporary file, fsync, rename): a reader
+ * sees the old file or the new one, never half of one. 0 or -1 + err. */
+static int write_atomic(const char *path, const struct piece *pc, size_t npc, char *err,
+                        size_t errlen)
 {
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 8);
     FILE *f = NULL;
-    int fd = -1, rc = -1;
+    int fd = -1, rc = -1, bad = 0;
 
     if (tmp == NULL) {
         snprintf(err, errlen, "%s: out of memory", path);
@@ -209,11 +229,10 @@ static int write_bundle(const char *path, const char *root, size_t rlen, const c
         goto out;
     }
     fd = -1;
-    if (write_all(f, root, rlen) != 0 ||
-        (rlen > 0 && root[rlen - 1] != '\n' && write_all(f, "\n", 1) != 0) ||
-        write_all(f, roots, slen) != 0 ||
-        (slen > 0 && roots[slen - 1] != '\n' && write_all(f, "\n", 1) != 0) || fflush(f) != 0 ||
-        fsync(fileno(f)) != 0) {
+    for (size_t i = 0; i < npc && !bad; i++)
+        bad = write_all(f, pc[i].p, pc[i].n) != 0 ||
+              (pc[i].nl && pc[i].n > 0 && pc[i].p[pc[i].n - 1] != '\n' && write_all(f, "\n", 1));
+    if (bad || fflush(f) != 0 || fsync(fileno(f)) != 0) {
         snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
         goto out;
     }
@@ -239,18 +258,108 @@ out:
     return rc;
 }
 
-/* <directory of ca>/bundle.pem; caller frees. */
-static char *default_bundle(const char *ca)
+/* Java's "trusted for any purpose" attribute (Oracle's PKCS#12 trusted-key-usage, valued
+ * anyExtendedKeyUsage): without it a JVM ignores a certificate that has no key beside it. */
+#define TRUST_JDK_TRUST_OID "2.16.840.1.113894.746875.1.1"
+#define TRUST_ANY_EKU_OID   "2.5.29.37.0"
+
+/* One certificate bag of the truststore: alias, trusted for any purpose. 0 or -1. */
+static int add_trusted(STACK_OF(PKCS12_SAFEBAG) * *bags, X509 *x, const char *alias)
 {
-    const char *slash = strrchr(ca, '/');
-    size_t dlen = slash == NULL ? 0 : (size_t)(slash - ca) + 1;
-    char *out = malloc(dlen + sizeof("bundle.pem"));
+    ASN1_OBJECT *any = OBJ_txt2obj(TRUST_ANY_EKU_OID, 1);
+    PKCS12_SAFEBAG *bag = any != NULL ? PKCS12_add_cert(bags, x) : NULL;
+    int rc = bag != NULL && PKCS12_add_friendlyname_asc(bag, alias, -1) == 1 &&
+                     PKCS12_add1_attr_by_txt(bag, TRUST_JDK_TRUST_OID, V_ASN1_OBJECT,
+                                             (const unsigned char *)any, -1) == 1
+                 ? 0
+                 : -1;
+
+    ASN1_OBJECT_free(any);
+    return rc;
+}
+
+/*
+ * The Java truststore: PKCS#12 holding every certificate of the bundle (root first) as a
+ * trusted entry, neither encrypted nor MACed, so a JVM loads it without a password (there is
+ * nothing secret in it). *der is malloc'ed. 0 or -1 + err.
+ */
+static int truststore_der(const char *bundle, size_t blen, unsigned char **der, int *dlen,
+                          char *err, size_t errlen)
+{
+    BIO *in = BIO_new_mem_buf(bundle, (int)blen);
+    STACK_OF(PKCS12_SAFEBAG) *bags = NULL;
+    STACK_OF(PKCS7) *safes = NULL;
+    PKCS12 *p12 = NULL;
+    X509 *x = NULL;
+    char alias[32];
+    int n = 0, rc = -1;
+
+    *der = NULL;
+    while (in != NULL && (x = PEM_read_bio_X509(in, NULL, NULL, NULL)) != NULL) {
+        snprintf(alias, sizeof(alias), n == 0 ? "vaultgate-run-root" : "system-%d", n);
+        if (add_trusted(&bags, x, alias) != 0)
+            goto out;
+        X509_free(x);
+        x = NULL;
+        n++;
+    }
+    if (n == 0 || PKCS12_add_safe(&safes, bags, -1, 0, NULL) != 1 ||
+        (p12 = PKCS12_add_safes(safes, 0)) == NULL || (*dlen = i2d_PKCS12(p12, der)) <= 0)
+        goto out;
+    rc = 0;
+out:
+    if (rc != 0)
+        snprintf(err, errlen, "truststore: cannot encode %d certificates", n);
+    ERR_clear_error();
+    X509_free(x);
+    BIO_free(in);
+    PKCS12_free(p12);
+    sk_PKCS7_pop_free(safes, PKCS7_free);
+    sk_PKCS12_SAFEBAG_pop_free(bags, PKCS12_SAFEBAG_free);
+    return rc;
+}
+
+/* <directory of path>/name; caller frees. */
+static char *beside(const char *path, const char *name)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dlen = slash == NULL ? 0 : (size_t)(slash - path) + 1, nlen = strlen(name);
+    char *out = malloc(dlen + nlen + 1);
 
     if (out != NULL) {
-        memcpy(out, ca, dlen);
-        memcpy(out + dlen, "bundle.pem", sizeof("bundle.pem"));
+        memcpy(out, path, dlen);
+        memcpy(out + dlen, name, nlen + 1);
     }
     return out;
+}
+
+/*
+ * A note on stderr when a sandbox user other than the owner could not read path: a directory
+ * above it that others cannot search (the state directory is 0700), or the file itself.
+ */
+static void note_unreadable(const char *path)
+{
+    char dir[PATH_MAX];
+    struct stat st;
+    char *slash;
+
+    if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir))
+        return;
+    if (stat(dir, &st) == 0 && (st.st_mode & S_IROTH) == 0) {
+        fprintf(stderr, "vaultgate trust: note: %s is not readable by other users\n", path);
+        return;
+    }
+    while ((slash = strrchr(dir, '/')) != NULL && slash != dir) {
+        *slash = '\0';
+        if (stat(dir, &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+            fprintf(stderr,
+                    "vaultgate trust: note: %s (mode %04o) keeps other users out, so a sandbox "
+                    "user other than its owner cannot read %s: give --bundle-out a directory "
+                    "they can reach (see docs/trust.md)\n",
+                    dir, (unsigned)(st.st_mode & 07777), path);
+            return;
+        }
+    }
 }
 
 static int same_file(const char *a, const char *b)
@@ -286,25 +395,86 @@ static void print_export(const char *name, const char *value)
     fputs("'\n", stdout);
 }
 
+/* The variables that name the bundle, in the order printed (SPEC §2, §11). */
+static const char *const bundle_vars[] = {
+    "SSL_CERT_FILE",       "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS", /* the root alone: Node adds it to its own store */
+    "GIT_SSL_CAINFO",      "PIP_CERT",           "AWS_CA_BUNDLE",
+    "CARGO_HTTP_CAINFO",   "DENO_CERT",          "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
+    "NPM_CONFIG_CAFILE",
+};
+
+/* Everything the paths need, absolute, once the files exist. */
+struct trust_paths {
+    char *bundle, *ca, *p12, *wgetrc;
+};
+
+static void print_lines(const struct trust_paths *ap)
+{
+    char java[3 * PATH_MAX];
+
+    for (size_t i = 0; i < sizeof(bundle_vars) / sizeof(bundle_vars[0]); i++)
+        print_export(bundle_vars[i],
+                     strcmp(bundle_vars[i], "NODE_EXTRA_CA_CERTS") == 0 ? ap->ca : ap->bundle);
+    print_export("WGETRC", ap->wgetrc);
+    snprintf(java, sizeof(java),
+             "-Djavax.net.ssl.trustStore=%s -Djavax.net.ssl.trustStoreType=PKCS12", ap->p12);
+    print_export("JAVA_TOOL_OPTIONS", java);
+}
+
+/* The truststore and the wgetrc beside the bundle. 0 or -1 + err. */
+static int write_extras(const char *bundle, const char *abs_bundle, const char *p12,
+                        const char *wgetrc, const char *data, size_t dlen, char *err, size_t errlen)
+{
+    unsigned char *der = NULL;
+    char *line = NULL;
+    int derlen = 0, rc = -1;
+    struct piece pc;
+
+    if (truststore_der(data, dlen, &der, &derlen, err, errlen) != 0)
+        return -1;
+    pc = (struct piece){(const char *)der, (size_t)derlen, false};
+    if (write_atomic(p12, &pc, 1, err, errlen) != 0)
+        goto out;
+    /* Debian's wget (GnuTLS) reads no variable, only its wgetrc: point it at the bundle */
+    if (asprintf(&line, "# written by vaultgate trust for %s\nca_certificate = %s\n", bundle,
+                 abs_bundle) < 0) {
+        line = NULL;
+        snprintf(err, errlen, "%s: out of memory", wgetrc);
+        goto out;
+    }
+    pc = (struct piece){line, strlen(line), false};
+    rc = write_atomic(wgetrc, &pc, 1, err, errlen);
+out:
+    OPENSSL_free(der);
+    free(line);
+    return rc;
+}
+
 int cmd_trust(int argc, char **argv)
 {
     struct trust_opts o = {NULL, NULL, NULL};
-    char err[PATH_MAX + 256], *root = NULL, *roots = NULL, *bundle = NULL;
-    char *abs_bundle = NULL, *abs_ca = NULL;
+    char err[PATH_MAX + 256], *root = NULL, *roots = NULL, *bundle = NULL, *p12 = NULL;
+    char *wgetrc = NULL, *data = NULL, *root_copy = NULL;
+    struct trust_paths ap = {NULL, NULL, NULL, NULL};
     size_t rlen = 0, slen = 0;
     int rc = parse_args(argc, argv, &o);
+    struct piece pc[2];
 
     if (rc >= 0)
         return rc;
     rc = EXIT_RUNTIME;
     if (o.roots == NULL)
         o.roots = TRUST_DEFAULT_ROOTS;
-    bundle = o.bundle != NULL ? strdup(o.bundle) : default_bundle(o.ca);
-    if (bundle == NULL) {
+    bundle = o.bundle != NULL ? strdup(o.bundle) : beside(o.ca, "bundle.pem");
+    p12 = bundle != NULL ? beside(bundle, "truststore.p12") : NULL;
+    wgetrc = bundle != NULL ? beside(bundle, "wgetrc") : NULL;
+    if (bundle == NULL || p12 == NULL || wgetrc == NULL) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
-    if (same_file(bundle, o.ca) || same_file(bundle, o.roots)) {
+    if (same_file(bundle, o.ca) || same_file(bundle, o.roots) || same_file(p12, o.ca) ||
+        same_file(wgetrc, o.ca)) {
         rc = cli_usage_error("trust", "--bundle-out must not be the --ca or --system-roots file");
         goto out;
     }
@@ -313,27 +483,58 @@ int cmd_trust(int argc, char **argv)
         goto fail;
     if ((roots = read_file(o.roots, TRUST_ROOTS_MAX_BYTES, &slen, err, sizeof(err))) == NULL)
         goto fail;
-    if (write_bundle(bundle, root, rlen, roots, slen, err, sizeof(err)) != 0)
+    pc[0] = (struct piece){root, rlen, true};
+    pc[1] = (struct piece){roots, slen, true};
+    if (write_atomic(bundle, pc, 2, err, sizeof(err)) != 0)
         goto fail;
-    abs_bundle = realpath(bundle, NULL);
-    abs_ca = realpath(o.ca, NULL);
-    if (abs_bundle == NULL || abs_ca == NULL) {
-        snprintf(err, sizeof(err), "%s: %s", abs_bundle == NULL ? bundle : o.ca, strerror(errno));
+    /* Node's line names the root alone: a copy beside the bundle when --ca lives elsewhere,
+     * so one shared directory holds everything a sandbox reads */
+    if ((root_copy = beside(bundle, "ca.pem")) == NULL) {
+        snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
-    print_export("SSL_CERT_FILE", abs_bundle);
-    print_export("REQUESTS_CA_BUNDLE", abs_bundle);
-    print_export("CURL_CA_BUNDLE", abs_bundle);
-    print_export("NODE_EXTRA_CA_CERTS", abs_ca);
-    print_export("GIT_SSL_CAINFO", abs_bundle);
+    if (!same_file(root_copy, o.ca)) {
+        if (same_file(root_copy, o.roots)) {
+            rc = cli_usage_error("trust", "--system-roots must not be ca.pem beside the bundle");
+            goto out;
+        }
+        if (write_atomic(root_copy, pc, 1, err, sizeof(err)) != 0)
+            goto fail;
+    }
+    ap.bundle = realpath(bundle, NULL);
+    ap.ca = realpath(root_copy, NULL);
+    if (ap.bundle == NULL || ap.ca == NULL) {
+        snprintf(err, sizeof(err), "%s: %s", ap.bundle == NULL ? bundle : root_copy,
+                 strerror(errno));
+        goto fail;
+    }
+    if ((data = read_file(bundle, TRUST_ROOTS_MAX_BYTES + TRUST_CA_MAX_BYTES + 2, &slen, err,
+                          sizeof(err))) == NULL ||
+        write_extras(bundle, ap.bundle, p12, wgetrc, data, slen, err, sizeof(err)) != 0)
+        goto fail;
+    ap.p12 = realpath(p12, NULL);
+    ap.wgetrc = realpath(wgetrc, NULL);
+    if (ap.p12 == NULL || ap.wgetrc == NULL) {
+        snprintf(err, sizeof(err), "%s: %s", ap.p12 == NULL ? p12 : wgetrc, strerror(errno));
+        goto fail;
+    }
+    note_unreadable(ap.ca);
+    note_unreadable(ap.bundle);
+    print_lines(&ap);
     rc = fflush(stdout) == 0 ? EXIT_OK : EXIT_RUNTIME;
     goto out;
 fail:
     fprintf(stderr, "vaultgate trust: %s\n", err);
 out:
-    free(abs_bundle);
-    free(abs_ca);
+    free(ap.bundle);
+    free(ap.ca);
+    free(ap.p12);
+    free(ap.wgetrc);
     free(bundle);
+    free(p12);
+    free(wgetrc);
+    free(root_copy);
+    free(data);
     free(root);
     free(roots);
     return rc;

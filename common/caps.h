@@ -46,6 +46,8 @@
 /* Admin API (SPEC §7). Admin requests carry no body, so there is no body limit. */
 #define VG_ADMIN_MAX_HEAD_BYTES 8192
 #define VG_ADMIN_MAX_CONNS      64 /* open connections; past it accepting pauses */
+/* Rows of each table on the status page (the largest counts; the JSON endpoints have all). */
+#define VG_ADMIN_PAGE_MAX_ROWS 100
 
 /* Proxy connections (proxy/conn.c, proxy/listen.c). */
 #define VG_CONN_OUT_CAP       (256 * 1024) /* output past this pauses reading the other side */

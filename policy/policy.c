@@ -433,8 +433,10 @@ static int derive_messages(struct policy *p)
         if (push_str(&p->warnings, &p->nwarnings, buf) != 0)
             return -1;
     }
+    /* a fact of catch-all routing, not something to act on: a note (SPEC §7's `enforcement`
+     * turns degraded on any warning, and every catch-all run would otherwise be degraded) */
     if (p->mode == POLICY_MODE_CATCHALL &&
-        push_str(&p->warnings, &p->nwarnings, "CA unconstrained (catch-all routing)") != 0)
+        push_str(&p->notes, &p->nnotes, "CA unconstrained (catch-all routing)") != 0)
         return -1;
     for (size_t i = 0; i < v->nentries; i++)
         any_block = any_block || v->entries[i].block;
@@ -557,6 +559,11 @@ static struct policy *policy_from_vault_take(struct vault *v, char *err, size_t 
 struct policy *policy_load(const char *path, char *err, size_t errlen)
 {
     return policy_from_vault_take(vault_load(path, err, errlen), err, errlen);
+}
+
+struct policy *policy_load_unread(const char *path, char *err, size_t errlen)
+{
+    return policy_from_vault_take(vault_load_unread(path, err, errlen), err, errlen);
 }
 
 struct policy *policy_parse(const char *json, size_t len, char *err, size_t errlen)

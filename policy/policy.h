@@ -63,6 +63,12 @@ struct policy_name {
  */
 struct policy *policy_load(const char *path, char *err, size_t errlen);
 
+/*
+ * The same without reading env or file secret sources (each holds a stand-in value): for the
+ * names and the routing mode only, as `vaultgate hosts` needs. Never serve with it.
+ */
+struct policy *policy_load_unread(const char *path, char *err, size_t errlen);
+
 /* The same from a buffer; env secrets are read (and removed) all the same. */
 struct policy *policy_parse(const char *json, size_t len, char *err, size_t errlen);
 

@@ -15,6 +15,7 @@
 #include "common/caps.h"
 #include "common/redact.h"
 #include "common/secmem.h"
+#include "common/suggest.h"
 
 #include <cjson/cJSON.h>
 #include <openssl/crypto.h>
@@ -32,6 +33,7 @@
 struct vctx {
     char path[VAULT_PATH_MAX];
     size_t plen;
+    bool unread; /* env and file sources are checked but not read (vault_load_unread) */
     char *err;
     size_t errlen;
     struct vault *v;
@@ -254,6 +256,20 @@ static int type_is(const cJSON *item, int type)
     return (item->type & 0xFF) == type;
 }
 
+/* "unknown field", and the nearest known field when the key looks like a typo of one. */
+static int unknown_field(struct vctx *c, const char *key, const struct vfield *fields, size_t n)
+{
+    const char *keys[32], *near;
+    size_t k = 0;
+
+    for (; k < n && k < sizeof(keys) / sizeof(keys[0]); k++)
+        keys[k] = fields[k].key;
+    near = suggest_nearest(key, keys, k);
+    if (near != NULL)
+        return verr(c, "unknown field; did you mean \"%s\"?", near);
+    return verr(c, "unknown field");
+}
+
 /*
  * Checks obj against a fixed schema: an object, no unknown or duplicate keys, each value of
  * its type, required keys present. slots[i] receives the item for fields[i] or NULL.
@@ -274,7 +290,7 @@ static int walk_object(struct vctx *c, const cJSON *obj, const struct vfield *fi
             ;
         old = path_key(c, it->string);
         if (i == n)
-            return verr(c, "unknown field");
+            return unknown_field(c, it->string, fields, n);
         if (slots[i] != NULL)
             return verr(c, "duplicate field");
         if (!type_is(it, fields[i].type))
@@ -401,6 +417,17 @@ static int check_secret_bytes(struct vctx *c, const char *what, const char *s, s
 
 /* ---- secret sources ---- */
 
+/* The stand-in value of a source that vault_load_unread() does not read. */
+static int unread_value(struct vctx *c, char **val, size_t *len)
+{
+    static const char placeholder[] = "(unread)";
+
+    if ((*val = secmem_dup(placeholder, sizeof(placeholder) - 1)) == NULL)
+        return verr(c, "out of memory");
+    *len = sizeof(placeholder) - 1;
+    return 0;
+}
+
 static int secret_from_env(struct vctx *c, const char *var, char **val, size_t *len)
 {
     char shown[VAULT_ENVNAME_MAX + 1];
@@ -408,6 +435,8 @@ static int secret_from_env(struct vctx *c, const char *var, char **val, size_t *
 
     if (n < 1 || n > VAULT_ENVNAME_MAX || !is_ident(var))
         return verr(c, "expected an environment variable name ([A-Za-z_][A-Za-z0-9_]*)");
+    if (c->unread)
+        return unread_value(c, val, len);
     if (secretsrc_env_take(var, val, len) != 0)
         return verr(c, "environment variable %s is not set",
                     redact_copy(shown, sizeof(shown), var));
@@ -427,6 +456,8 @@ static int secret_from_file(struct vctx *c, const char *path, char **val, size_t
         if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f)
             return verr(c, "path contains a control character");
     }
+    if (c->unread)
+        return unread_value(c, val, len);
     if (secretsrc_read_file(path, VG_SECRET_FILE_MAX_BYTES, &buf, &got, why, sizeof(why)) != 0)
         return verr(c, "cannot read %s: %s", q, why);
     if (got > 0 && buf[got - 1] == '\n')
@@ -845,7 +876,14 @@ static void wipe_tree(cJSON *item)
     }
 }
 
+static struct vault *parse(const char *json, size_t len, bool unread, char *err, size_t errlen);
+
 struct vault *vault_parse(const char *json, size_t len, char *err, size_t errlen)
+{
+    return parse(json, len, false, err, errlen);
+}
+
+static struct vault *parse(const char *json, size_t len, bool unread, char *err, size_t errlen)
 {
     char scratch[8];
     struct vctx c;
@@ -858,6 +896,7 @@ struct vault *vault_parse(const char *json, size_t len, char *err, size_t errlen
         errlen = sizeof(scratch);
     }
     memset(&c, 0, sizeof(c));
+    c.unread = unread;
     c.err = err;
     c.errlen = errlen;
     err[0] = '\0';
@@ -894,7 +933,19 @@ out:
     return NULL;
 }
 
+static struct vault *load(const char *path, bool unread, char *err, size_t errlen);
+
 struct vault *vault_load(const char *path, char *err, size_t errlen)
+{
+    return load(path, false, err, errlen);
+}
+
+struct vault *vault_load_unread(const char *path, char *err, size_t errlen)
+{
+    return load(path, true, err, errlen);
+}
+
+static struct vault *load(const char *path, bool unread, char *err, size_t errlen)
 {
     char why[128], scratch[8];
     char *buf = NULL;
@@ -913,7 +964,7 @@ struct vault *vault_load(const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "cannot read vault: %s", why);
     if (rc != 0)
         return NULL;
-    v = vault_parse(buf, len, err, errlen);
+    v = parse(buf, len, unread, err, errlen);
     secmem_free(&buf, VG_VAULT_MAX_BYTES + 2);
     return v;
 }

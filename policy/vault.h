@@ -56,6 +56,13 @@ struct vault *vault_parse(const char *json, size_t len, char *err, size_t errlen
 /* Reads the file at path (at most VG_VAULT_MAX_BYTES) and parses it. */
 struct vault *vault_load(const char *path, char *err, size_t errlen);
 
+/*
+ * The same, but env and file secret sources are checked (names, paths) and not read: each
+ * gets the stand-in value "(unread)", and the environment is left alone. For what needs the
+ * vault's names and routing only (`vaultgate hosts`); never serve with such a vault.
+ */
+struct vault *vault_load_unread(const char *path, char *err, size_t errlen);
+
 /* Wipes the secrets, frees everything and NULLs *vp. NULL-safe. */
 void vault_free(struct vault **vp);
 

@@ -236,13 +236,30 @@ fail:
     return -1;
 }
 
+/* "127.0.0.1:9090" or "[::1]:9090" for an IPv4 or IPv6 socket address. */
+static void format_inet(const struct sockaddr_storage *ss, char *out, size_t outsz)
+{
+    char host[INET6_ADDRSTRLEN];
+
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+
+        inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+        snprintf(out, outsz, "[%s]:%u", host, (unsigned)ntohs(s6->sin6_port));
+    } else {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+
+        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+        snprintf(out, outsz, "%s:%u", host, (unsigned)ntohs(s4->sin_port));
+    }
+}
+
 static int bind_inet(struct admin *ad, const struct admin_addr *a, char *err, size_t errlen)
 {
     struct sockaddr_storage bound;
     socklen_t blen = sizeof(bound);
-    char host[INET6_ADDRSTRLEN];
-    int fd, one = 1;
-    unsigned port;
+    char shown_addr[INET6_ADDRSTRLEN + 16];
+    int fd, one = 1, e;
 
     fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -253,22 +270,15 @@ static int bind_inet(struct admin *ad, const struct admin_addr *a, char *err, si
     if (bind(fd, (const struct sockaddr *)&a->ss, a->sslen) < 0 || listen(fd, ADMIN_BACKLOG) < 0 ||
         getsockname(fd, (struct sockaddr *)&bound, &blen) < 0)
         goto fail;
-    if (bound.ss_family == AF_INET6) {
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&bound;
-
-        inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
-        port = ntohs(s6->sin6_port);
-        snprintf(ad->address, sizeof(ad->address), "[%s]:%u", host, port);
-    } else {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&bound;
-
-        inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
-        port = ntohs(s4->sin_port);
-        snprintf(ad->address, sizeof(ad->address), "%s:%u", host, port);
-    }
+    format_inet(&bound, ad->address, sizeof(ad->address));
     return fd;
 fail:
-    snprintf(err, errlen, "admin: cannot listen: %s", strerror(errno));
+    e = errno;
+    format_inet(&a->ss, shown_addr, sizeof(shown_addr));
+    snprintf(err, errlen, "admin %s: cannot listen: %s%s", shown_addr, strerror(e),
+             e == EADDRINUSE ? " (another socket already holds this address)"
+             : e == EACCES   ? " (a port below 1024 needs root or CAP_NET_BIND_SERVICE)"
+                             : "");
     if (fd >= 0)
         close(fd);
     return -1;

@@ -13,6 +13,7 @@
  * request (path, query, header) is ever logged.
  */
 #include "proxy/admin_int.h"
+#include "proxy/admin_page.h"
 #include "audit/audit.h"
 #include "audit/log.h"
 #include "policy/httphead.h"
@@ -44,14 +45,18 @@ static int add_field(struct http_head *h, const char *name, const char *value)
     return httphead_add(h, name, strlen(name), value, strlen(value));
 }
 
+/* The status page's policy: its one same-origin stylesheet, nothing else (SPEC §7). */
+#define PAGE_CSP "default-src 'none'; style-src 'self'"
+
 /*
- * Queues an answer: status line, the security headers, Date, Content-Type, Allow for 405,
- * Content-Length, and Connection: close when c->close; then the body unless c->head_only (HEAD
- * gets the headers of GET, Content-Length included). On failure c->broken is set and the
- * caller drops the connection.
+ * Queues an answer: status line, the security headers (csp replacing the default
+ * Content-Security-Policy when not NULL), Date, Content-Type, Allow for 405, Content-Length,
+ * and Connection: close when c->close; then the body unless c->head_only (HEAD gets the
+ * headers of GET, Content-Length included). On failure c->broken is set and the caller drops
+ * the connection.
  */
-static void respond(struct admin_conn *c, int status, const char *ctype, const char *body,
-                    size_t len)
+static void respond_csp(struct admin_conn *c, int status, const char *ctype, const char *body,
+                        size_t len, const char *csp)
 {
     struct evbuffer *out = bufferevent_get_output(c->bev);
     struct http_head h;
@@ -61,7 +66,8 @@ static void respond(struct admin_conn *c, int status, const char *ctype, const c
     httphead_init(&h);
     rc = httphead_set_status_line(&h, 1, status, "", 0);
     for (size_t i = 0; rc == 0 && i < sizeof(security_headers) / sizeof(security_headers[0]); i++)
-        rc = add_field(&h, security_headers[i].name, security_headers[i].value);
+        rc = add_field(&h, security_headers[i].name,
+                       i == 0 && csp != NULL ? csp : security_headers[i].value);
     if (rc == 0 && evutil_date_rfc1123(date, sizeof(date), NULL) > 0)
         rc = add_field(&h, "Date", date);
     if (rc == 0)
@@ -75,6 +81,12 @@ static void respond(struct admin_conn *c, int status, const char *ctype, const c
     httphead_reset(&h);
     if (rc != 0)
         c->broken = true;
+}
+
+static void respond(struct admin_conn *c, int status, const char *ctype, const char *body,
+                    size_t len)
+{
+    respond_csp(c, status, ctype, body, len, NULL);
 }
 
 static void reply_text(struct admin_conn *c, int status, const char *text)
@@ -142,6 +154,62 @@ static void h_status(struct admin *ad, struct admin_conn *c)
     reply_json(c, 200, obj);
 }
 
+/* This run's rows of table into *rows, or NULL with why (store off or unreadable). */
+static cJSON *page_rows(struct admin *ad, enum audit_table table, const char **why)
+{
+    char err[512];
+    cJSON *rows = NULL;
+
+    if (ad->audit_url == NULL || strcmp(ad->audit_url, "off") == 0) {
+        *why = "The audit store is off: refusals are not recorded.";
+        return NULL;
+    }
+    if (audit_query(ad->audit_url, table, ad->run_id, &rows, err, sizeof(err)) != 0) {
+        log_eventf(LOG_WARN, "admin_audit_query_failed", "store_read", "%s", err);
+        *why = "The audit store cannot be read right now.";
+        return NULL;
+    }
+    return rows;
+}
+
+/* The status page: the /v1/status object, the counters and this run's rows, as HTML. */
+static void h_page(struct admin *ad, struct admin_conn *c)
+{
+    struct admin_page_input in;
+    cJSON *obj = cJSON_CreateObject(), *blocked = NULL, *routes = NULL;
+    char *html = NULL;
+    size_t len = 0;
+
+    memset(&in, 0, sizeof(in));
+    if (obj != NULL && ad->ops.status != NULL)
+        ad->ops.status(ad->ops.arg, obj);
+    blocked = page_rows(ad, AUDIT_TABLE_BLOCKED, &in.rows_reason);
+    if (blocked != NULL)
+        routes = page_rows(ad, AUDIT_TABLE_ROUTES, &in.rows_reason);
+    in.status = obj;
+    in.blocked = routes != NULL ? blocked : NULL;
+    in.routes = routes;
+    metrics_totals(&in.totals);
+    if (obj != NULL)
+        html = admin_page_render(&in, &len);
+    if (html == NULL)
+        reply_text(c, 500, "internal error\n");
+    else
+        respond_csp(c, 200, "text/html; charset=utf-8", html, len, PAGE_CSP);
+    free(html);
+    cJSON_Delete(blocked);
+    cJSON_Delete(routes);
+    cJSON_Delete(obj);
+}
+
+static void h_css(struct admin *ad, struct admin_conn *c)
+{
+    size_t len;
+    const char *css = admin_page_css(&len);
+
+    respond(c, 200, "text/css; charset=utf-8", css, len);
+}
+
 static void audit_rows(struct admin *ad, struct admin_conn *c, enum audit_table table)
 {
     char err[512];
@@ -185,6 +253,8 @@ static const struct {
     const char *path;
     void (*fn)(struct admin *ad, struct admin_conn *c);
 } routes[] = {
+    {"/", h_page},
+    {"/status.css", h_css},
     {"/healthz", h_healthz},
     {"/readyz", h_readyz},
     {"/metrics", h_metrics},

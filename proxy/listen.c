@@ -56,7 +56,9 @@ int listen_parse_addr(const char *s, enum listen_kind kind, struct listen_addr *
 static void listen_fail(const struct listen_addr *la, int e, char *err, size_t errlen)
 {
     snprintf(err, errlen, "listener %s: %s%s", la->label, strerror(e),
-             e == EADDRINUSE ? " (another socket already holds this address)" : "");
+             e == EADDRINUSE ? " (another socket already holds this address)"
+             : e == EACCES   ? " (a port below 1024 needs root or CAP_NET_BIND_SERVICE)"
+                             : "");
 }
 
 /*

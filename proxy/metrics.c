@@ -351,6 +351,18 @@ static void render_histogram(struct buf *b)
     buf_printf(b, "vaultgate_request_duration_seconds_count %llu\n", (unsigned long long)cum);
 }
 
+void metrics_totals(struct metrics_totals *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (slots == NULL)
+        return;
+    for (int d = 0; d < METRICS_D_COUNT; d++) {
+        for (int c = 0; c < METRICS_CODE_CLASSES; c++)
+            out->requests[d] += SUM_AT(requests, d * METRICS_CODE_CLASSES + c);
+    }
+    out->blocked = SUM(blocked);
+}
+
 char *metrics_render(const struct metrics_extra *extra, size_t *len)
 {
     struct buf b = {NULL, 0, 4096, false};

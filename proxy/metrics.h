@@ -51,6 +51,15 @@ struct metrics_extra {
     uint64_t cert_cache_misses;
 };
 
+/* The totals the status page shows: requests by decision (all status classes) and refusals. */
+struct metrics_totals {
+    uint64_t requests[METRICS_D_COUNT];
+    uint64_t blocked;
+};
+
+/* Sums every slot into *out (zeros before metrics_init). */
+void metrics_totals(struct metrics_totals *out);
+
 /* Prometheus text exposition of everything. Caller frees the result with free(). */
 char *metrics_render(const struct metrics_extra *extra, size_t *len);
 

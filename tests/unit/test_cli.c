@@ -139,7 +139,10 @@ static const struct error_case errors[] = {
     {&t_own, {"--bogus=v"}, "unknown argument '--bogus=v'"},
     {&t_own, {"-x"}, "unknown argument '-x'"},
     {&t_own, {"-"}, "stray word '-'"},
-    {&t_own, {"--flag=1"}, "unknown argument '--flag=1'"},
+    {&t_own, {"--flag=1"}, "unknown argument '--flag=1'; did you mean --flag?"},
+    {&t_standard, {"--nmae=x"}, "unknown option '--nmae'; did you mean --name?"},
+    {&t_standard, {"--FLAG"}, "unknown option '--FLAG'; did you mean --flag?"},
+    {&t_standard, {"--zzzzzz"}, "unknown option '--zzzzzz'"},
     {&t_own, {"two"}, "stray word 'two'"},
     {&t_own, {"one", "one"}, "stray word 'one'"},
     /* what is echoed passes the redactor */

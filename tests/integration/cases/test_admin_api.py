@@ -85,7 +85,11 @@ def request(srv, method, path):
     body = r.read()
     headers = {k.lower(): v for k, v in r.getheaders()}
     c.close()
-    for k, v in SECURITY.items():
+    want = dict(SECURITY)
+    if path.split("?")[0] == "/" and method in ("GET", "HEAD") and r.status == 200:
+        # the status page loads its one same-origin stylesheet, nothing else (SPEC §7)
+        want["content-security-policy"] = "default-src 'none'; style-src 'self'"
+    for k, v in want.items():
         check(headers.get(k) == v, "%s %s: header %s = %r" % (method, path, k, headers.get(k)))
     return r.status, headers, body
 
@@ -160,7 +164,14 @@ def endpoints(srv, tmp):
             st, h, _ = request(srv, method, path)
             check(st == 405 and h.get("allow") == "GET, HEAD", "%s %s: %d allow %r" %
                   (method, path, st, h.get("allow")))
-    for path in ("/", "/nope", "/healthz/", "/HEALTHZ", "/v1/status/x", "/v1", "/metrics.txt",
+    st, h, body = request(srv, "GET", "/?x=<b>")
+    check(st == 200 and h["content-type"] == "text/html; charset=utf-8" and
+          body.startswith(b"<!DOCTYPE html>") and b"<script" not in body and
+          b'<link rel="stylesheet" href="/status.css">' in body, "/ %d %r" % (st, body[:80]))
+    st, h, body = request(srv, "GET", "/status.css")
+    check(st == 200 and h["content-type"] == "text/css; charset=utf-8" and b"{" in body,
+          "/status.css %d" % st)
+    for path in ("/nope", "/healthz/", "/index.html", "/status.css/", "/HEALTHZ", "/v1/status/x", "/v1", "/metrics.txt",
                  "/%68ealthz", "/ca.pem?/healthz/.."):
         st, _, _ = request(srv, "GET", path)
         check(st == 404 or (path.startswith("/ca.pem?") and st == 200), "GET %s: %d" % (path, st))

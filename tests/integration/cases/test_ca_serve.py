@@ -8,7 +8,7 @@ and serves TLS on a loopback ephemeral port. Then:
 - a leaf outside the constraints (minted with --force) is rejected by curl and s_client,
   for an unrelated name and for a subdomain of a listed name;
 - `vaultgate trust` writes the bundle (root first, then the system roots), prints the five
-  environment lines, and curl, Python's ssl, Node and git trust the chain through them.
+  environment lines of SPEC §2 first (test_trust_runtimes covers the others), and curl, Python's ssl, Node and git trust the chain through them.
 
 Exit 0 pass, 77 skip (a tool is missing), anything else fail.
 """
@@ -205,12 +205,15 @@ def test_trust(root, port):
             f.write(pem)
     rc, out, err = run([VG_BIN, "trust", "--ca", ca, "--system-roots", sysroots])
     bundle = os.path.join(d, "bundle.pem")
-    check(rc == 0 and err == "", "vaultgate trust exits 0 (rc %d %s)" % (rc, err.strip()))
+    # stderr: at most the note that the temp dir (0700) keeps other users out
+    check(rc == 0 and all(l.startswith("vaultgate trust: note: ")
+                          for l in err.splitlines()), "vaultgate trust exits 0 (rc %d %s)" %
+          (rc, err.strip()))
     env = parse_exports(out)
-    check(env is not None and list(env) == ["SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
-                                            "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
-                                            "GIT_SSL_CAINFO"],
-          "prints exactly the five export lines: %r" % out)
+    check(env is not None and list(env)[:5] == ["SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
+                                                "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+                                                "GIT_SSL_CAINFO"],
+          "prints the five export lines of SPEC §2 first: %r" % out)
     if env is None:
         return
     check(all(env[k] == bundle for k in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",

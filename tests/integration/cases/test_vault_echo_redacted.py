@@ -111,7 +111,7 @@ for c, name, path, jpath in cases:
                            "--admin", "127.0.0.1:%d" % t.free_port(), "--audit", "off")
         clean(out + err, c, "run, " + what)
         t.check(rc == 3 and err.count("\n") == 1 and
-                err.startswith("vaultgate run: " + jpath), "run, %s: exit %d %r" %
+                err.startswith("vaultgate run: %s: %s" % (path, jpath)), "run, %s: exit %d %r" %
                 (what, rc, err))
 for c in CANARIES:  # a command-line usage error echoes what it refuses, redacted
     rc, out, err = run("check", "--vault", os.path.join(d, "v0.json"), c)

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""`vaultgate trust` for every runtime a sandbox commonly holds (SPEC §11): curl, Python, Node,
+Go (when installed), Java, npm with an npmrc whose cafile lacks the run's root, wget and git each
+reach an intercepted host through vaultgate with nothing in their environment but the printed
+lines (plus PATH and HOME), run as the unprivileged user nobody - so the bundle, the root copy,
+the truststore and the wgetrc are readable where a sandbox user reads them (vaultgate's state
+directory is 0700; the CA goes to a shared directory with --ca-out). Each runtime also runs once
+without the lines and must then fail verification, so no case passes by accident. Success is
+judged by the upstream: the runtime's own path arrives there only after the runtime verified
+vaultgate's certificate. Also: the note for a bundle inside a directory others cannot enter, the
+truststore's entries (keytool), and the order of the printed lines.
+
+Runs in its own network and mount namespace: loopback only, /etc/hosts replaced by one that
+maps api.example.test to vaultgate's listener on 127.0.0.1:443."""
+import os
+import pwd
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import vgtest as t
+
+HOST = "api.example.test"
+
+
+def isolate():
+    """Re-executes this case in new network and mount namespaces (loopback up, our hosts)."""
+    if os.environ.get("VG_TRUST_NS") == "1":
+        return
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        t.skip("needs root and unshare (network and mount namespaces)")
+    hosts = os.path.join(t.tmpdir(), "hosts")
+    with open(hosts, "w") as f:
+        f.write("127.0.0.1 localhost %s\n::1 localhost\n" % HOST)
+    os.chmod(hosts, 0o644)
+    env = dict(os.environ, VG_TRUST_NS="1")
+    sys.stdout.flush()
+    os.execvpe("unshare", ["unshare", "--net", "--mount", "--", "sh", "-c",
+                           'mount --bind "$1" /etc/hosts && ip link set lo up && shift && '
+                           'exec "$@"', "sh", hosts, sys.executable,
+                           os.path.abspath(sys.argv[0])], env)
+
+
+def handler(req, ci):
+    return [t.resp_bytes(200, b"{}\n", [("Content-Type", "application/json")])]
+
+
+def as_nobody(args, env, cwd, timeout=120):
+    return subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                           "--"] + args, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, timeout=timeout)
+
+
+JAVA = """
+import java.net.URL;
+import java.io.InputStream;
+public class Fetch {
+    public static void main(String[] a) throws Exception {
+        try (InputStream in = new URL(a[0]).openStream()) { in.readAllBytes(); }
+        System.out.println("ok");
+    }
+}
+"""
+
+GO = """package main
+import ("net/http"; "os"; "fmt")
+func main() {
+    r, err := http.Get(os.Args[1])
+    if err != nil { fmt.Println(err); os.Exit(1) }
+    r.Body.Close()
+    fmt.Println("ok")
+}
+"""
+
+
+def runtimes(work):
+    """(name, argv builder(url), needs) for each runtime present."""
+    out = []
+    py = "/usr/bin/python3"
+    out.append(("curl", lambda u: ["curl", "-sS", "--max-time", "20", "-o", "/dev/null", u]))
+    out.append(("python", lambda u: [py, "-c", "import urllib.request,sys; "
+                                     "urllib.request.urlopen(sys.argv[1], timeout=20).read()", u]))
+    out.append(("wget", lambda u: ["wget", "-q", "-T", "20", "-t", "1", "-O", "/dev/null", u]))
+    out.append(("git", lambda u: ["git", "-c", "http.lowSpeedTime=20", "ls-remote", u + ".git"]))
+    if shutil.which("node"):
+        out.append(("node", lambda u: ["node", "-e", "require('https').get(process.argv[1], r => "
+                                       "{r.resume(); r.on('end', () => process.exit(0))})"
+                                       ".on('error', e => {console.error(e.message); "
+                                       "process.exit(1)})", u]))
+    if shutil.which("npm"):
+        # a project whose npmrc names a cafile without the run's root, and a registry behind
+        # vaultgate: npm ignores NODE_EXTRA_CA_CERTS then; NPM_CONFIG_CAFILE must win
+        proj = os.path.join(work, "npmproj")
+        os.makedirs(proj, exist_ok=True)
+        with open(os.path.join(proj, ".npmrc"), "w") as f:
+            f.write("cafile=/etc/ssl/certs/ca-certificates.crt\nfund=false\naudit=false\n"
+                    "update-notifier=false\n")
+        out.append(("npm", lambda u: ["sh", "-c", 'cd "$0" && exec npm ping --registry "$1/" '
+                                      '--fetch-retries 0 --fetch-timeout 20000', proj, u]))
+    if shutil.which("java") and shutil.which("javac"):
+        src = os.path.join(work, "Fetch.java")
+        with open(src, "w") as f:
+            f.write(JAVA)
+        out.append(("java", lambda u: ["java", src, u]))
+    if shutil.which("go"):
+        src = os.path.join(work, "fetch.go")
+        with open(src, "w") as f:
+            f.write(GO)
+        out.append(("go", lambda u: ["go", "run", src, u]))
+    else:
+        t.log("note: go is not installed; its SSL_CERT_FILE is not exercised here")
+    return out
+
+
+def main():
+    isolate()
+    t.require_binary()
+    d = t.tmpdir()
+    os.chmod(d, 0o755)
+    work = tempfile.mkdtemp(prefix="trust-", dir=d)
+    os.chmod(work, 0o1777)
+    shared = os.path.join(d, "shared")  # what a sandbox would mount
+    os.makedirs(shared, 0o755)
+    certs = t.make_certs(d, [HOST])
+    up = t.FakeUpstream(certs["cert"], certs["key"], handler)
+    vg = t.Vaultgate(d, t.example_vault(), pins=[up.pin(HOST)], upstream_ca=certs["ca"],
+                     https_port=443, extra=["--ca-out", os.path.join(shared, "ca.pem")])
+    vg.ca = os.path.join(shared, "ca.pem")
+    os.chmod(vg.vault_path, 0o600)
+    vg.start()
+    st = os.stat(vg.state)
+    t.check(st.st_mode & 0o777 == 0o700, "state dir mode %o" % (st.st_mode & 0o777))
+
+    # the default bundle beside a CA in the 0700 state directory: a note says who cannot read it
+    tmpca = os.path.join(vg.state, "ca-copy.pem")
+    shutil.copy(vg.ca, tmpca)
+    p = subprocess.run([t.VG_BIN, "trust", "--ca", tmpca], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    t.check(p.returncode == 0 and b"keeps other users out" in p.stderr and
+            vg.state.encode() in p.stderr, "no note for a 0700 directory: %r" % p.stderr)
+
+    p = subprocess.run([t.VG_BIN, "trust", "--ca", vg.ca], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    t.check(p.returncode == 0 and p.stderr == b"", "trust: %d %r" % (p.returncode, p.stderr))
+    lines = p.stdout.decode().splitlines()
+    names = [l.split("=", 1)[0][len("export "):] for l in lines]
+    t.check(names == ["SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+                      "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "PIP_CERT", "AWS_CA_BUNDLE",
+                      "CARGO_HTTP_CAINFO", "DENO_CERT", "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
+                      "NPM_CONFIG_CAFILE", "WGETRC", "JAVA_TOOL_OPTIONS"], "lines %r" % names)
+    printed = {}
+    for l in lines:
+        k, _, v = l[len("export "):].partition("=")
+        printed[k] = shlex.split(v)[0]
+    for f in ("bundle.pem", "truststore.p12", "wgetrc", "ca.pem"):
+        m = os.stat(os.path.join(shared, f)).st_mode & 0o777
+        t.check(m == 0o644, "%s mode %o" % (f, m))
+    if shutil.which("keytool"):
+        k = subprocess.run(["keytool", "-list", "-keystore", os.path.join(shared,
+                            "truststore.p12"), "-storetype", "PKCS12", "-noprompt"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, input=b"\n")
+        out = k.stdout.decode()
+        with open(os.path.join(shared, "bundle.pem")) as f:
+            nb = f.read().count("BEGIN CERTIFICATE")
+        t.check("vaultgate-run-root, " in out and out.count("trustedCertEntry") == nb,
+                "truststore entries: %d of %d" % (out.count("trustedCertEntry"), nb))
+
+    home = os.path.join(work, "home")
+    os.makedirs(home)
+    shutil.chown(home, "nobody", "nogroup")
+    base = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home,
+            "GOCACHE": os.path.join(home, "gocache"), "GOFLAGS": "-mod=mod",
+            "GOTOOLCHAIN": "local", "GOPROXY": "off"}
+    failures = []
+    for name, argv in runtimes(work):
+        url = "https://%s/trust/%s" % (HOST, name)
+        r = as_nobody(argv(url), dict(base, **printed), work)
+        got = [q.target for q in up.requests if q.target.startswith("/trust/%s" % name)]
+        if not got:
+            failures.append("%s with the lines did not reach the upstream: %d %s" %
+                            (name, r.returncode, (r.stdout + r.stderr).decode(errors="replace")
+                             [-600:]))
+            continue
+        bare = "https://%s/bare/%s" % (HOST, name)
+        r = as_nobody(argv(bare), dict(base), work)
+        if any(q.target.startswith("/bare/%s" % name) for q in up.requests) or r.returncode == 0:
+            failures.append("%s reached vaultgate without the lines (exit %d)" %
+                            (name, r.returncode))
+            continue
+        if name == "npm":  # the reason for NPM_CONFIG_CAFILE: with a cafile npm ignores Node's
+            part = "https://%s/part/npm" % HOST
+            r = as_nobody(argv(part), dict(base, **{k: v for k, v in printed.items()
+                                                   if k != "NPM_CONFIG_CAFILE"}), work)
+            if any(q.target.startswith("/part/npm") for q in up.requests) or r.returncode == 0:
+                failures.append("npm with a cafile npmrc trusted NODE_EXTRA_CA_CERTS")
+                continue
+        t.log("ok %s: verified with the lines only, refused without them" % name)
+    t.check(not failures, "\n".join(failures))
+    t.check(vg.stop() == 0, "stop")
+
+
+if __name__ == "__main__":
+    main()

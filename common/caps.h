@@ -17,6 +17,8 @@
 #define VG_SECRET_NAME_MAX        64
 #define VG_RUN_ID_MAX             128
 #define VG_PATTERN_MAX            1024
+#define VG_SCOPE_MAX_METHODS      16 /* methods of one rule's scope */
+#define VG_SCOPE_MAX_PATHS        64 /* path prefixes of one rule's scope */
 
 /* Host names: RFC 1035 limits; an IPv6 literal in text form fits as well. */
 #define VG_HOST_MAX  253

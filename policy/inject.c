@@ -9,6 +9,7 @@
  */
 #include "policy/inject.h"
 #include "policy/policy_int.h"
+#include "policy/scope.h"
 #include "common/secmem.h"
 
 #include <stdint.h>
@@ -37,17 +38,6 @@ static int set_header(struct http_head *h, const char *name, const char *value, 
     return 0;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* 1 if the key of the query segment seg (up to '=') percent-decodes to name. */
 static int key_is(const char *seg, size_t len, const char *name)
 {
@@ -56,8 +46,9 @@ static int key_is(const char *seg, size_t len, const char *name)
     while (i < len && seg[i] != '=') {
         char c = seg[i];
 
-        if (c == '%' && i + 2 < len && hexval(seg[i + 1]) >= 0 && hexval(seg[i + 2]) >= 0) {
-            c = (char)(hexval(seg[i + 1]) * 16 + hexval(seg[i + 2]));
+        if (c == '%' && i + 2 < len && scope_hexval(seg[i + 1]) >= 0 &&
+            scope_hexval(seg[i + 2]) >= 0) {
+            c = (char)(scope_hexval(seg[i + 1]) * 16 + scope_hexval(seg[i + 2]));
             i += 3;
         } else {
             i++;

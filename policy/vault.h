@@ -26,6 +26,13 @@ struct vault_rule {
     enum policy_scheme scheme;
     char *name;     /* header or query parameter name (header, query), else NULL */
     char *username; /* basic only, else NULL */
+    /* scope (SPEC §3): no methods (paths) means every method (path) */
+    char **methods; /* distinct upper-case tokens */
+    size_t nmethods;
+    char **paths;      /* prefixes as written */
+    char **paths_dec;  /* the same percent-decoded once, what requests are compared with */
+    size_t *paths_len; /* decoded lengths */
+    size_t npaths;
 };
 
 struct vault_entry {

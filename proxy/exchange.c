@@ -393,25 +393,42 @@ static int exch_proxy_target(struct exchange *x, struct http_head *h, const char
 
 /*
  * The decision for x->host on the worker's current policy snapshot, which the connection keeps
- * (only a reload costs a new reference). On block: answers 403, records the refusal and
- * returns -1; else 0 with *dec filled.
+ * (only a reload costs a new reference): for the request h, with the rules' scopes (SPEC §3), or
+ * for the host alone when h is NULL (CONNECT). A refusal is answered here and -1 returned: 403
+ * for a blocked host or a request outside every rule's scope (both recorded), 400 for a path
+ * that is not canonical on a host with path scopes. Else 0 with *dec filled.
  */
-static int exch_decide(struct exchange *x, struct policy_decision *dec)
+static int exch_decide(struct exchange *x, const struct http_head *h, struct policy_decision *dec)
 {
     struct exch_conn *cc = x->cc;
     struct worker *w = x->w;
+    const char *why = NULL;
+    int st = 0;
 
     if (cc->policy != worker_policy(w)) {
         policy_unref(&cc->policy);
         cc->policy = policy_ref(w->policy);
     }
     cc->policy_gen = w->policy_gen;
-    policy_decide(cc->policy, x->host, dec);
+    if (h == NULL)
+        policy_decide(cc->policy, x->host, dec);
+    else
+        st = policy_decide_request(cc->policy, x->host, h->method, h->target, h->target_len, dec,
+                                   &why);
+    if (st != 0) {
+        exch_fail(x, st, st == 400 ? VG_PS_REQUEST_ERROR : VG_PS_INTERNAL_ERROR, why,
+                  st == 400 ? VG_R_NONCANONICAL : VG_R_OOM);
+        return -1;
+    }
     if (dec->verdict != POLICY_BLOCK)
         return 0;
     x->mdec = METRICS_D_BLOCK;
     exch_record_refusal(x);
-    exch_fail(x, 403, VG_PS_REQUEST_DENIED, "host blocked by policy", VG_R_BLOCKED);
+    if (dec->out_of_scope)
+        exch_fail(x, 403, VG_PS_REQUEST_DENIED, "outside the scope of the rules for this host",
+                  VG_R_OUT_OF_SCOPE);
+    else
+        exch_fail(x, 403, VG_PS_REQUEST_DENIED, "host blocked by policy", VG_R_BLOCKED);
     return -1;
 }
 
@@ -436,7 +453,7 @@ static void exch_connect(struct exchange *x, struct http_head *h)
         exch_fail(x, 403, VG_PS_REQUEST_DENIED, "CONNECT port not allowed", VG_R_CONNECT_PORT);
         return;
     }
-    if (exch_decide(x, &dec) < 0)
+    if (exch_decide(x, NULL, &dec) < 0)
         return;
     x->target_port = port;
     x->connect_tunnel = port == EXCH_HTTPS_PORT && x->w->sh->mode == POLICY_MODE_DEFAULT &&
@@ -574,7 +591,7 @@ void exchange_request(struct exchange *x, struct http1_msg *req)
     x->mdec = METRICS_D_ERROR;
     if (x->cc->host_fixed)
         memcpy(x->host, x->cc->host, sizeof(x->host));
-    if (exch_checks(x, h) < 0 || exch_decide(x, &dec) < 0)
+    if (exch_checks(x, h) < 0 || exch_decide(x, h, &dec) < 0)
         goto out;
     if (x->cc->proxy && !x->cc->host_fixed && x->target_port != EXCH_HTTP_PORT &&
         dec.verdict != POLICY_INJECT) {

@@ -27,6 +27,8 @@
 
 /* Reason codes of request log lines and refusals. */
 #define VG_R_BLOCKED           "blocked"
+#define VG_R_OUT_OF_SCOPE      "out_of_scope"
+#define VG_R_NONCANONICAL      "noncanonical_path"
 #define VG_R_METHOD            "method"
 #define VG_R_MISDIRECTED       "misdirected"
 #define VG_R_BAD_REQUEST       "bad_request"

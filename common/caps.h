@@ -82,6 +82,14 @@
 #define VG_H2_MAX_RESETS       100  /* streams reset by the client, beyond twice those completed */
 #define VG_GRPC_MESSAGE_MAX    (64 * 1024 * 1024) /* a gRPC message a credentialed response masks */
 
+/* SigV4 re-signing (SPEC §3): a body vaultgate hashes before signing is buffered, at most
+ * VG_SIGV4_BODY_MAX bytes (413 above), in blocks of VG_SIGV4_BLOCK bytes (one block of the
+ * announced size for a Content-Length body); all buffered bodies of the process together stay
+ * under VG_SIGV4_BUFFER_TOTAL (503 past it), so a sandbox cannot make the gateway hold more. */
+#define VG_SIGV4_BODY_MAX     (32 * 1024 * 1024)
+#define VG_SIGV4_BLOCK        (256 * 1024)
+#define VG_SIGV4_BUFFER_TOTAL ((size_t)512 * 1024 * 1024)
+
 /* Reflection masking (SPEC §4, proxy/mask.c). A form of a secret is at most three times the
  * secret (percent-encoding); base64 of user:secret (user <= 256) stays below that. Decoded
  * gzip/deflate output per response is capped: past it the response is aborted. */

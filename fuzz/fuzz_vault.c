@@ -175,8 +175,21 @@ static void check_inject(const struct policy *p, size_t rule)
         abort();
     httphead_init(&h);
     if (httphead_set_request_line(&h, "GET", 3, "/x?key=1&k=2", 12, 1) == 0 &&
-        httphead_add(&h, "Authorization", 13, "Bearer placeholder", 18) == 0)
-        (void)inject_apply(&h, p, (int)rule);
+        httphead_add(&h, "Host", 4, "h.example", 9) == 0 &&
+        httphead_add(&h, "Authorization", 13, "Bearer placeholder", 18) == 0) {
+        struct policy_rule_info ri;
+        char sig[SIGV4_HEX_LEN + 1];
+
+        policy_rule_info(p, rule, &ri);
+        if (ri.scheme == POLICY_SCHEME_SIGV4) {
+            if (inject_apply(&h, p, (int)rule) == 0 ||
+                inject_sigv4(&h, p, (int)rule, SIGV4_EMPTY_SHA256, 1700000000, sig) != 0 ||
+                httphead_count(&h, "Authorization") != 1)
+                abort();
+        } else {
+            (void)inject_apply(&h, p, (int)rule);
+        }
+    }
     httphead_reset(&h);
 }
 

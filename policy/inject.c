@@ -144,8 +144,31 @@ int inject_apply(struct http_head *h, const struct policy *p, int rule)
         return set_header(h, ri.name, w->value, w->value_len);
     case POLICY_SCHEME_QUERY:
         return set_query(h, ri.name, w->value, w->value_len);
+    case POLICY_SCHEME_SIGV4:
+        return -1; /* signed per request: inject_sigv4 */
     }
     return -1;
+}
+
+int inject_sigv4(struct http_head *h, const struct policy *p, int rule, const char *payload_hash,
+                 time_t now, char sig_hex[SIGV4_HEX_LEN + 1])
+{
+    const struct vault *v = policy_vault(p);
+    const struct vault_rule *r;
+    struct sigv4_key k;
+
+    if (h == NULL || rule < 0 || (size_t)rule >= v->nrules ||
+        v->rules[rule].scheme != POLICY_SCHEME_SIGV4)
+        return -1;
+    r = &v->rules[rule];
+    k.access_key_id = r->access_key_id;
+    k.secret = v->secrets[r->secret].value;
+    k.secret_len = v->secrets[r->secret].len;
+    k.region = r->region;
+    k.service = r->service;
+    k.token = r->session_token != SIZE_MAX ? v->secrets[r->session_token].value : NULL;
+    k.token_len = r->session_token != SIZE_MAX ? v->secrets[r->session_token].len : 0;
+    return sigv4_sign(h, &k, payload_hash, now, sig_hex);
 }
 
 size_t inject_forms(const struct policy *p, int rule, struct inject_form forms[INJECT_MAX_FORMS])

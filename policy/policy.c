@@ -422,8 +422,8 @@ static void wire_add_form(struct policy_wire *w, const char *bytes, size_t len)
  * percent) is `enc`, kept alive by pointing value into it for query and by the value buffer's
  * tail for basic.
  */
-static int wire_build(const struct vault_rule *r, const struct vault_secret *s,
-                      struct policy_wire *w, size_t *alloc_len)
+static int wire_build(const struct vault *v, const struct vault_rule *r,
+                      const struct vault_secret *s, struct policy_wire *w, size_t *alloc_len)
 {
     char *enc = NULL, *val = NULL;
     size_t enc_len = 0, val_len = 0;
@@ -444,6 +444,10 @@ static int wire_build(const struct vault_rule *r, const struct vault_secret *s,
         enc = policy_pct_encode(s->value, s->len, &enc_len);
         rc = enc == NULL ? -1 : wire_concat("", enc, enc_len, &val, &val_len);
         break;
+    case POLICY_SCHEME_SIGV4:
+        /* no fixed header value: each request is signed (inject_sigv4) */
+        rc = wire_concat("", "", 0, &val, &val_len);
+        break;
     }
     secmem_free(&enc, enc_len + 1);
     if (rc != 0)
@@ -456,6 +460,8 @@ static int wire_build(const struct vault_rule *r, const struct vault_secret *s,
         wire_add_form(w, val + 6, val_len - 6);
     else if (r->scheme == POLICY_SCHEME_QUERY)
         wire_add_form(w, val, val_len);
+    else if (r->scheme == POLICY_SCHEME_SIGV4 && r->session_token != SIZE_MAX)
+        wire_add_form(w, v->secrets[r->session_token].value, v->secrets[r->session_token].len);
     return 0;
 }
 
@@ -593,7 +599,7 @@ static int policy_build(struct policy *p)
     if (p->wire == NULL || p->wire_lens == NULL)
         return -1;
     for (size_t i = 0; i < v->nrules; i++) {
-        if (wire_build(&v->rules[i], &v->secrets[v->rules[i].secret], &p->wire[i],
+        if (wire_build(v, &v->rules[i], &v->secrets[v->rules[i].secret], &p->wire[i],
                        &p->wire_lens[i]) != 0)
             return -1;
     }
@@ -746,6 +752,8 @@ void policy_rule_info(const struct policy *p, size_t idx, struct policy_rule_inf
     out->nmethods = r->nmethods;
     out->paths = (const char *const *)r->paths;
     out->npaths = r->npaths;
+    out->region = r->region;
+    out->service = r->service;
 }
 
 /* Appends to buf (size len, used *o) what fmt makes. */
@@ -779,9 +787,13 @@ void policy_rule_describe(const struct policy *p, size_t idx, char *buf, size_t 
         return;
     r = &p->v->rules[idx];
     vault_quote(q, sizeof(q), r->pattern);
-    describe_add(buf, len, &o, "rules[%zu]: %s -> %s (%s); methods:", idx, q,
+    describe_add(buf, len, &o, "rules[%zu]: %s -> %s (%s", idx, q,
                  redact_copy(name, sizeof(name), p->v->secrets[r->secret].name),
                  policy_scheme_name(r->scheme));
+    if (r->scheme == POLICY_SCHEME_SIGV4)
+        describe_add(buf, len, &o, " %s %s%s", r->service, r->region,
+                     r->session_token != SIZE_MAX ? " with session token" : "");
+    describe_add(buf, len, &o, "); methods:");
     for (size_t i = 0; i < r->nmethods; i++)
         describe_add(buf, len, &o, " %s", r->methods[i]);
     describe_add(buf, len, &o, "%s; paths:", r->nmethods == 0 ? " any" : "");
@@ -816,6 +828,10 @@ cJSON *policy_rule_json(const struct policy *p, size_t idx)
     cJSON_AddStringToObject(o, "secret",
                             redact_copy(shown, sizeof(shown), p->v->secrets[r->secret].name));
     cJSON_AddStringToObject(o, "scheme", policy_scheme_name(r->scheme));
+    if (r->scheme == POLICY_SCHEME_SIGV4) {
+        cJSON_AddStringToObject(o, "service", r->service);
+        cJSON_AddStringToObject(o, "region", r->region);
+    }
     cJSON_AddItemToObject(o, "methods", describe_array(r->methods, r->nmethods));
     cJSON_AddItemToObject(o, "paths", describe_array(r->paths, r->npaths));
     return o;
@@ -850,6 +866,8 @@ const char *policy_scheme_name(enum policy_scheme s)
         return "header";
     case POLICY_SCHEME_QUERY:
         return "query";
+    case POLICY_SCHEME_SIGV4:
+        return "sigv4";
     }
     return "unknown";
 }

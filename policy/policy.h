@@ -32,6 +32,7 @@ enum policy_scheme {
     POLICY_SCHEME_BASIC,
     POLICY_SCHEME_HEADER,
     POLICY_SCHEME_QUERY,
+    POLICY_SCHEME_SIGV4,
 };
 
 struct policy_decision {
@@ -52,6 +53,8 @@ struct policy_rule_info {
     size_t nmethods;
     const char *const *paths; /* scope: NULL (every path) or npaths prefixes as written */
     size_t npaths;
+    const char *region;  /* sigv4 only, else NULL */
+    const char *service; /* sigv4 only, else NULL */
 };
 
 /* One exact name the vault lists (for nameConstraints and /etc/hosts lines). */

@@ -426,6 +426,18 @@ int vault_find_secret(const struct vault *v, const char *name, size_t *idx)
     return -1;
 }
 
+int vault_ref_static_secret(struct vctx *c, const char *name, size_t *idx)
+{
+    char q[VAULT_QUOTE_BUF];
+
+    if (vault_find_secret(c->v, name, idx) != 0) {
+        vault_quote(q, sizeof(q), name);
+        return vault_err(c, "unknown secret %s", q);
+    }
+    c->v->secrets[*idx].used = true;
+    return 0;
+}
+
 int vault_compile_pattern(struct vctx *c, const char *pattern, bool rule, struct hostmatch **out)
 {
     char why[256], q[VAULT_QUOTE_BUF], shown[VAULT_QUOTE_MAX + REDACT_TOKEN_RUN + 1];

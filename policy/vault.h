@@ -33,6 +33,11 @@ struct vault_rule {
     char **paths_dec;  /* the same percent-decoded once, what requests are compared with */
     size_t *paths_len; /* decoded lengths */
     size_t npaths;
+    /* sigv4 only, else NULL */
+    char *access_key_id;
+    char *region;
+    char *service;
+    size_t session_token; /* index into secrets, or SIZE_MAX */
 };
 
 struct vault_entry {

@@ -55,6 +55,11 @@ int vault_walk_object(struct vctx *c, const cJSON *obj, const struct vfield *fie
 /* Index of the secret named name: 0 with *idx, or -1. */
 int vault_find_secret(const struct vault *v, const char *name, size_t *idx);
 
+/* The secret named name, at the current path, for a field that needs a value read from the vault
+ * (sigv4's session_token, oauth2's client_secret and refresh_token): it must exist and must not
+ * be an oauth2 source. Marks it used. 0 with *idx, or -1. */
+int vault_ref_static_secret(struct vctx *c, const char *name, size_t *idx);
+
 /* Host pattern compiled at the current path (rule: the too-broad check too). 0 or -1. */
 int vault_compile_pattern(struct vctx *c, const char *pattern, bool rule, struct hostmatch **out);
 

@@ -12,14 +12,17 @@
 #include "policy/scope.h"
 #include "common/caps.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const struct vfield rule_fields[] = {
-    {"host_pattern", cJSON_String, true}, {"secret", cJSON_String, true},
-    {"scheme", cJSON_String, true},       {"name", cJSON_String, false},
-    {"username", cJSON_String, false},    {"methods", cJSON_Array, false},
-    {"paths", cJSON_Array, false},
+    {"host_pattern", cJSON_String, true},   {"secret", cJSON_String, true},
+    {"scheme", cJSON_String, true},         {"name", cJSON_String, false},
+    {"username", cJSON_String, false},      {"methods", cJSON_Array, false},
+    {"paths", cJSON_Array, false},          {"access_key_id", cJSON_String, false},
+    {"region", cJSON_String, false},        {"service", cJSON_String, false},
+    {"session_token", cJSON_String, false},
 };
 enum {
     RULE_PATTERN,
@@ -29,20 +32,27 @@ enum {
     RULE_USERNAME,
     RULE_METHODS,
     RULE_PATHS,
+    RULE_AKID,
+    RULE_REGION,
+    RULE_SERVICE,
+    RULE_TOKEN,
     RULE_N
 };
 
-/* Which optional rule fields each scheme needs (1), refuses (0). */
+/* Which optional rule fields each scheme needs (1), refuses (0); sigv4 needs access_key_id,
+ * region and service and may have session_token. */
 static const struct {
     const char *name;
     enum policy_scheme scheme;
     bool name_field;
     bool username_field;
+    bool sigv4_fields;
 } schemes[] = {
-    {"bearer", POLICY_SCHEME_BEARER, false, false},
-    {"basic", POLICY_SCHEME_BASIC, false, true},
-    {"header", POLICY_SCHEME_HEADER, true, false},
-    {"query", POLICY_SCHEME_QUERY, true, false},
+    {"bearer", POLICY_SCHEME_BEARER, false, false, false},
+    {"basic", POLICY_SCHEME_BASIC, false, true, false},
+    {"header", POLICY_SCHEME_HEADER, true, false, false},
+    {"query", POLICY_SCHEME_QUERY, true, false, false},
+    {"sigv4", POLICY_SCHEME_SIGV4, false, false, true},
 };
 
 /* Headers a vault may not set: hop-by-hop, framing, routing, and what reflection relies on. */
@@ -156,6 +166,53 @@ static int parse_rule_fields(struct vctx *c, const cJSON **f, size_t k, struct v
             return vault_err(c, "expected 1-256 characters of [A-Za-z0-9._~-]");
         if ((*(i == RULE_NAME ? &r->name : &r->username) = strdup(f[i]->valuestring)) == NULL)
             return vault_err(c, "out of memory");
+        vault_path_pop(c, old);
+    }
+    return 0;
+}
+
+/* A word of a SigV4 credential scope: 1-64 (128 for a key id) of [A-Za-z0-9._-]. */
+static int sigv4_word_ok(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+
+    if (n < 1 || n > max)
+        return 0;
+    for (; *s != '\0'; s++) {
+        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+              *s == '-' || *s == '.' || *s == '_'))
+            return 0;
+    }
+    return 1;
+}
+
+/* sigv4's fields: access_key_id, region, service required; session_token optional and the
+ * name of a static secret. Present only for sigv4. 0 or -1. */
+static int parse_sigv4_fields(struct vctx *c, const cJSON **f, size_t k, struct vault_rule *r)
+{
+    char **dst[] = {&r->access_key_id, &r->region, &r->service};
+    size_t old;
+
+    r->session_token = SIZE_MAX;
+    for (int i = RULE_AKID; i <= RULE_TOKEN; i++) {
+        old = vault_path_key(c, rule_fields[i].key);
+        if (f[i] == NULL && schemes[k].sigv4_fields && i != RULE_TOKEN)
+            return vault_err(c, "required for scheme \"%s\"", schemes[k].name);
+        if (f[i] != NULL && !schemes[k].sigv4_fields)
+            return vault_err(c, "not allowed for scheme \"%s\"", schemes[k].name);
+        if (f[i] == NULL) {
+            vault_path_pop(c, old);
+            continue;
+        }
+        if (i == RULE_TOKEN) {
+            if (vault_ref_static_secret(c, f[i]->valuestring, &r->session_token) != 0)
+                return -1;
+        } else if (!sigv4_word_ok(f[i]->valuestring, i == RULE_AKID ? 128 : 64)) {
+            return vault_err(c, "expected 1-%d characters of [A-Za-z0-9._-]",
+                             i == RULE_AKID ? 128 : 64);
+        } else if ((*dst[i - RULE_AKID] = strdup(f[i]->valuestring)) == NULL) {
+            return vault_err(c, "out of memory");
+        }
         vault_path_pop(c, old);
     }
     return 0;
@@ -313,10 +370,10 @@ static int parse_rule(struct vctx *c, const cJSON *obj, struct vault_rule *r)
             break;
     }
     if (k == sizeof(schemes) / sizeof(schemes[0]))
-        return vault_err(c, "expected one of bearer, basic, header, query");
+        return vault_err(c, "expected one of bearer, basic, header, query, sigv4");
     r->scheme = schemes[k].scheme;
     vault_path_pop(c, old);
-    if (parse_rule_fields(c, f, k, r) != 0)
+    if (parse_rule_fields(c, f, k, r) != 0 || parse_sigv4_fields(c, f, k, r) != 0)
         return -1;
     return parse_scope(c, f, r);
 }
@@ -361,4 +418,7 @@ void vault_rule_free(struct vault_rule *r)
     free_strings(&r->paths, r->npaths);
     free_strings(&r->paths_dec, r->npaths);
     free(r->paths_len);
+    free(r->access_key_id);
+    free(r->region);
+    free(r->service);
 }

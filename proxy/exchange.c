@@ -99,8 +99,8 @@ void exch_log_request(struct exchange *x, const char *route, const char *reason)
     f.route = route;
     f.proto = x->cc->proto;
     f.decision = decision_name(x->mdec);
-    if (x->rule >= 0 && x->cc->policy != NULL) {
-        policy_rule_info(x->cc->policy, (size_t)x->rule, &ri);
+    if (x->rule >= 0 && x->policy != NULL) {
+        policy_rule_info(x->policy, (size_t)x->rule, &ri);
         f.rule = x->rule;
         f.secret = ri.secret_name;
     }
@@ -410,6 +410,11 @@ static int exch_decide(struct exchange *x, const struct http_head *h, struct pol
         cc->policy = policy_ref(w->policy);
     }
     cc->policy_gen = w->policy_gen;
+    /* the request keeps its own snapshot: an HTTP/2 connection may take a newer one for its
+     * next stream while this one is in flight */
+    policy_unref(&x->policy);
+    x->policy = policy_ref(cc->policy);
+    x->policy_gen = cc->policy_gen;
     if (h == NULL)
         policy_decide(cc->policy, x->host, dec);
     else
@@ -539,8 +544,9 @@ static int exch_checks(struct exchange *x, struct http_head *h)
 
 /*
  * The head as it will be sent: hop-by-hop fields stripped first (so the client cannot strip
- * what vaultgate adds), Host set to the upstream's authority, then the secret for an inject
- * decision. 0, or -1 after answering 500.
+ * what vaultgate adds), Host set to the upstream's authority, then the credential of an inject
+ * decision (exchange_cred.c). 0 (go on), 1 (the credential waits for the body), or -1 after
+ * answering.
  */
 static int exch_rewrite(struct exchange *x, struct http_head *h, const struct policy_decision *dec)
 {
@@ -560,11 +566,7 @@ static int exch_rewrite(struct exchange *x, struct http_head *h, const struct po
      * server's bytes as they are */
     if (x->ws)
         httphead_remove(h, "Sec-WebSocket-Extensions");
-    if (inject_apply(h, x->cc->policy, dec->rule) < 0 || exch_mask_setup(x, h) < 0) {
-        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "credential injection failed", VG_R_INJECT);
-        return -1;
-    }
-    return 0;
+    return exch_cred_apply(x, h);
 }
 
 /* Asks for the upstream of this request (again, after a pooled connection died). */
@@ -603,8 +605,6 @@ void exchange_request(struct exchange *x, struct http1_msg *req)
                   VG_R_FORBIDDEN_PORT);
         goto out;
     }
-    if (exch_rewrite(x, h, &dec) < 0)
-        goto out;
     /* a rule's host is only ever reached over TLS on 443, whatever listener it came in on; over
      * TLS the upstream may pick HTTP/2 (a WebSocket needs HTTP/1.1's Upgrade) */
     x->up_tls = !(x->cc->tls || dec.verdict == POLICY_INJECT) ? UPSTREAM_PLAIN
@@ -616,6 +616,8 @@ void exchange_request(struct exchange *x, struct http1_msg *req)
 
         x->grpc = ct != NULL && strncasecmp(ct->value, "application/grpc", 16) == 0;
     }
+    if (exch_rewrite(x, h, &dec) != 0)
+        goto out; /* answered, or the credential asks for the upstream itself later */
     exch_get_upstream(x);
 out:
     exch_leave(x);
@@ -628,6 +630,12 @@ int exchange_body(struct exchange *x, const char *data, size_t len)
     struct evbuffer *out = x->up.stage;
     int rc;
 
+    if (x->state == EXCH_S_BODY) {
+        exch_enter(x);
+        rc = exch_cred_body(x, data, len);
+        exch_leave(x);
+        return rc;
+    }
     if (x->state == EXCH_S_RELAY && x->h2s != NULL) {
         rc = h2up_body(x->h2s, data, len);
         x->body_paused = rc == 1;
@@ -654,6 +662,14 @@ int exchange_body(struct exchange *x, const char *data, size_t len)
 
 int exchange_body_end(struct exchange *x)
 {
+    int rc;
+
+    if (x->state == EXCH_S_BODY) {
+        exch_enter(x);
+        rc = exch_cred_body_end(x);
+        exch_leave(x);
+        return rc;
+    }
     if (x->state == EXCH_S_RELAY && x->h2s != NULL) {
         x->req_done = true;
         return h2up_body_end(x->h2s);
@@ -698,7 +714,7 @@ const char *exchange_host(const struct exchange *x)
 
 void exchange_client_gone(struct exchange *x, const char *reason)
 {
-    if (x->state == EXCH_S_RELAY || x->state == EXCH_S_UP_CONNECT)
+    if (x->state == EXCH_S_RELAY || x->state == EXCH_S_UP_CONNECT || x->state == EXCH_S_BODY)
         exch_log_request(x, NULL, reason);
 }
 
@@ -764,6 +780,8 @@ struct exchange *exchange_new(struct exch_conn *cc, const struct exchange_ops *o
 static void exch_destroy(struct exchange *x)
 {
     exch_drop_mask(x);
+    exch_cred_free(x);
+    policy_unref(&x->policy);
     http1_parser_free(&x->parser);
     if (x->timer != NULL)
         event_free(x->timer);
@@ -785,10 +803,11 @@ void exchange_free(struct exchange **xp)
     if (x->timer != NULL)
         evtimer_del(x->timer);
     /* give back what the connection lent: the masker, when it finished its stream cleanly */
-    if (x->mask != NULL && x->mask_clean && x->cc->mask == NULL) {
+    if (x->mask != NULL && x->mask_clean && x->cc->mask == NULL && !x->forms_dynamic &&
+        x->policy == x->cc->policy) {
         x->cc->mask = x->mask;
         x->cc->mask_rule = x->rule;
-        x->cc->mask_gen = x->cc->policy_gen;
+        x->cc->mask_gen = x->policy_gen;
         x->mask = NULL;
     }
     x->state = EXCH_S_ENDED;

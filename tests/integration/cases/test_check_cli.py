@@ -94,7 +94,7 @@ def test_broken(d):
         ('{"version":1,"rules":[],"bogus":1}', "bogus: unknown field"),
         ('{"version":1,"secrets":{"A":{"value":"%s"}},"rules":[{"host_pattern":'
          '"api.example.com","secret":"A","scheme":"digest"}]}' % CANARY_VALUE,
-         "rules[0].scheme: expected one of bearer, basic, header, query"),
+         "rules[0].scheme: expected one of bearer, basic, header, query, sigv4"),
         ('{"version":1,"secrets":{"A":{"value":"%s\\r\\nX-Evil: 1"}}}' % CANARY_VALUE,
          "secrets.A.value: secret has a forbidden byte at offset %d (only visible ASCII and "
          "space; CR, LF, NUL and other controls are refused)" % len(CANARY_VALUE)),

@@ -277,8 +277,10 @@ class FakeUpstream:
     """TLS server on ADDR:443. handler(req, conn_index) returns a list of actions:
     bytes (sent), ("sleep", s), ("close",). Records raw bytes per connection."""
 
-    def __init__(self, cert, key, handler=None, port=443, addr=None, tls=True):
+    def __init__(self, cert, key, handler=None, port=443, addr=None, tls=True,
+                 continue100=False):
         self.handler = handler or (lambda req, ci: [resp_bytes(200, b"ok")])
+        self.continue100 = continue100  # answer Expect: 100-continue before reading a body
         self.lock = threading.Lock()
         self.raw = []        # bytes received, one bytearray per connection
         self.requests = []   # Request objects, in order
@@ -370,15 +372,21 @@ class FakeUpstream:
                 pos = i + 4
                 te = header(fields, "transfer-encoding")
                 cl = header(fields, "content-length")
+                if self.continue100 and [v for v in header(fields, "expect")
+                                         if v.lower() == "100-continue"]:
+                    s.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
                 if te:
                     body, buf, pos = _read_chunked(buf, pos, more)
                 elif cl:
                     n = int(cl[0])
-                    while len(buf) < pos + n:
+                    parts, have = [buf], len(buf)
+                    while have < pos + n:  # joined once: large bodies stay linear
                         d = more()
                         if not d:
                             return
-                        buf += d
+                        parts.append(d)
+                        have += len(d)
+                    buf = b"".join(parts)
                     body = buf[pos:pos + n]
                     pos += n
                 else:

@@ -90,6 +90,19 @@
 #define VG_SIGV4_BLOCK        (256 * 1024)
 #define VG_SIGV4_BUFFER_TOTAL ((size_t)512 * 1024 * 1024)
 
+/* OAuth 2.0 tokens (SPEC §3, proxy/oauth.c): at most VG_OAUTH_ANSWER_MAX bytes of a token
+ * endpoint's answer are read; a failed fetch is retried after 1, 2, 4 ... at most
+ * VG_OAUTH_BACKOFF_MAX seconds; a 401 drops a token at most once per VG_OAUTH_REJECT_INTERVAL
+ * seconds per source (an upstream that refuses every token cannot make vaultgate hammer the
+ * token endpoint); a request waits for a token at most VG_OAUTH_WAIT_MAX seconds beyond the
+ * fetch's own deadline. */
+#define VG_OAUTH_ANSWER_MAX      (64 * 1024)
+#define VG_OAUTH_BACKOFF_MAX     30
+#define VG_OAUTH_REJECT_INTERVAL 10
+#define VG_OAUTH_WAIT_MAX        5
+/* One fetch may take the connect and TLS timeouts and this many seconds more for its answer. */
+#define VG_OAUTH_FETCH_EXTRA 10
+
 /* Reflection masking (SPEC §4, proxy/mask.c). A form of a secret is at most three times the
  * secret (percent-encoding); base64 of user:secret (user <= 256) stays below that. Decoded
  * gzip/deflate output per response is capped: past it the response is aborted. */

@@ -169,8 +169,28 @@ static void check_inject(const struct policy *p, size_t rule)
 {
     struct inject_form forms[INJECT_MAX_FORMS];
     struct http_head h;
+    struct policy_rule_info ri0;
     size_t n = inject_forms(p, (int)rule, forms);
 
+    policy_rule_info(p, rule, &ri0);
+    if (ri0.oauth >= 0) {
+        /* a token at run time: no forms now, inject_apply refuses, inject_token works */
+        struct inject_token *t;
+
+        if (n != 0 || ri0.oauth >= (int)policy_oauth_count(p))
+            abort();
+        httphead_init(&h);
+        if (httphead_set_request_line(&h, "GET", 3, "/x?key=1", 8, 1) == 0) {
+            if (inject_apply(&h, p, (int)rule) == 0)
+                abort();
+            t = inject_token_apply(&h, p, (int)rule, "fuzz-token", 10);
+            if (t == NULL || inject_token_forms(t, forms) < 1)
+                abort();
+            inject_token_free(&t);
+        }
+        httphead_reset(&h);
+        return;
+    }
     if (n < 1 || n > INJECT_MAX_FORMS)
         abort();
     httphead_init(&h);
@@ -212,6 +232,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (policy_mode(p, &reason) > POLICY_MODE_CATCHALL || reason == NULL)
         abort();
     (void)policy_names(p, &n);
+    for (size_t i = 0; i < policy_oauth_count(p); i++) {
+        struct policy_oauth oi;
+
+        policy_oauth_info(p, i, &oi);
+        if (oi.host == NULL || oi.target == NULL || oi.target[0] != '/' || oi.port < 1 ||
+            oi.port > 65535 || (oi.refresh_grant && oi.refresh_token == NULL) ||
+            (!oi.refresh_grant && oi.client_secret == NULL))
+            abort();
+    }
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
         check_host(p, fixed[i]);
     for (size_t i = 0; i < v->nrules; i++) {

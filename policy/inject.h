@@ -48,4 +48,17 @@ int inject_sigv4(struct http_head *h, const struct policy *p, int rule, const ch
  */
 size_t inject_forms(const struct policy *p, int rule, struct inject_form forms[INJECT_MAX_FORMS]);
 
+/*
+ * A credential whose value arrives at run time (an oauth2 access token, SPEC §3): rule `rule`'s
+ * scheme applied to h with token as the secret, every instance of the header or parameter
+ * replaced as inject_apply does. The returned object holds the wire forms (for masking) in
+ * wiped memory; free it with inject_token_free once the response is done. NULL (h possibly
+ * partly changed: do not forward it) on failure or for a sigv4 rule.
+ */
+struct inject_token;
+struct inject_token *inject_token_apply(struct http_head *h, const struct policy *p, int rule,
+                                        const char *token, size_t len);
+size_t inject_token_forms(const struct inject_token *t, struct inject_form forms[INJECT_MAX_FORMS]);
+void inject_token_free(struct inject_token **tp);
+
 #endif

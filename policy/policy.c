@@ -52,6 +52,10 @@ struct policy {
     struct plist pathrules; /* the rules with a `paths` scope (indexes into pathidx) */
     size_t *pathidx;        /* rule index of each entry of pathrules */
     size_t npathrules;
+    size_t *oauth; /* secret index of each oauth2 source a rule uses */
+    size_t noauth;
+    void **oauth_slot; /* what the token manager attached to each (policy_oauth_attach) */
+    void (*oauth_release)(void *slot);
     enum policy_mode mode;
     char *mode_reason;
     char **warnings;
@@ -422,8 +426,8 @@ static void wire_add_form(struct policy_wire *w, const char *bytes, size_t len)
  * percent) is `enc`, kept alive by pointing value into it for query and by the value buffer's
  * tail for basic.
  */
-static int wire_build(const struct vault *v, const struct vault_rule *r,
-                      const struct vault_secret *s, struct policy_wire *w, size_t *alloc_len)
+static int wire_build(const struct vault *v, const struct vault_rule *r, const char *secret,
+                      size_t slen, struct policy_wire *w, size_t *alloc_len)
 {
     char *enc = NULL, *val = NULL;
     size_t enc_len = 0, val_len = 0;
@@ -431,17 +435,17 @@ static int wire_build(const struct vault *v, const struct vault_rule *r,
 
     switch (r->scheme) {
     case POLICY_SCHEME_BEARER:
-        rc = wire_concat("Bearer ", s->value, s->len, &val, &val_len);
+        rc = wire_concat("Bearer ", secret, slen, &val, &val_len);
         break;
     case POLICY_SCHEME_BASIC:
-        enc = basic_token(r->username, s->value, s->len, &enc_len);
+        enc = basic_token(r->username, secret, slen, &enc_len);
         rc = enc == NULL ? -1 : wire_concat("Basic ", enc, enc_len, &val, &val_len);
         break;
     case POLICY_SCHEME_HEADER:
-        rc = wire_concat("", s->value, s->len, &val, &val_len);
+        rc = wire_concat("", secret, slen, &val, &val_len);
         break;
     case POLICY_SCHEME_QUERY:
-        enc = policy_pct_encode(s->value, s->len, &enc_len);
+        enc = policy_pct_encode(secret, slen, &enc_len);
         rc = enc == NULL ? -1 : wire_concat("", enc, enc_len, &val, &val_len);
         break;
     case POLICY_SCHEME_SIGV4:
@@ -455,7 +459,9 @@ static int wire_build(const struct vault *v, const struct vault_rule *r,
     w->value = val;
     w->value_len = val_len;
     *alloc_len = val_len + 1;
-    wire_add_form(w, s->value, s->len);
+    if (slen == 0)
+        return 0; /* an oauth2 rule's wire forms are made per token (inject_token) */
+    wire_add_form(w, secret, slen);
     if (r->scheme == POLICY_SCHEME_BASIC)
         wire_add_form(w, val + 6, val_len - 6);
     else if (r->scheme == POLICY_SCHEME_QUERY)
@@ -463,6 +469,15 @@ static int wire_build(const struct vault *v, const struct vault_rule *r,
     else if (r->scheme == POLICY_SCHEME_SIGV4 && r->session_token != SIZE_MAX)
         wire_add_form(w, v->secrets[r->session_token].value, v->secrets[r->session_token].len);
     return 0;
+}
+
+int policy_wire_make(const struct policy *p, int rule, const char *secret, size_t len,
+                     struct policy_wire *w, size_t *alloc_len)
+{
+    if (rule < 0 || (size_t)rule >= p->v->nrules || len == 0)
+        return -1;
+    memset(w, 0, sizeof(*w));
+    return wire_build(p->v, &p->v->rules[rule], secret, len, w, alloc_len);
 }
 
 /* ---- derived facts: mode, warnings, notes, names ---- */
@@ -599,8 +614,11 @@ static int policy_build(struct policy *p)
     if (p->wire == NULL || p->wire_lens == NULL)
         return -1;
     for (size_t i = 0; i < v->nrules; i++) {
-        if (wire_build(v, &v->rules[i], &v->secrets[v->rules[i].secret], &p->wire[i],
-                       &p->wire_lens[i]) != 0)
+        const struct vault_secret *sec = &v->secrets[v->rules[i].secret];
+
+        /* an oauth2 secret has no value yet: an empty wire, made per token at run time */
+        if (wire_build(v, &v->rules[i], sec->oauth != NULL ? "" : sec->value,
+                       sec->oauth != NULL ? 0 : sec->len, &p->wire[i], &p->wire_lens[i]) != 0)
             return -1;
     }
     if (plist_build(&p->rules, v->nrules, rule_match_at, v) != 0 ||
@@ -615,6 +633,18 @@ static int policy_build(struct policy *p)
     }
     if (plist_build(&p->pathrules, p->npathrules, pathrule_match_at, p) != 0)
         return -1;
+    p->oauth = calloc(v->nsecrets + 1, sizeof(*p->oauth));
+    p->oauth_slot = calloc(v->nsecrets + 1, sizeof(*p->oauth_slot));
+    if (p->oauth == NULL || p->oauth_slot == NULL)
+        return -1;
+    for (size_t i = 0; i < v->nsecrets; i++) {
+        for (size_t r = 0; v->secrets[i].oauth != NULL && r < v->nrules; r++) {
+            if (v->rules[r].secret == i) {
+                p->oauth[p->noauth++] = i;
+                break;
+            }
+        }
+    }
     if (derive_mode(p) != 0 || derive_messages(p) != 0 || derive_names(p) != 0)
         return -1;
     return 0;
@@ -633,6 +663,12 @@ static void policy_free(struct policy *p)
     plist_free(&p->entries);
     plist_free(&p->pathrules);
     free(p->pathidx);
+    for (size_t i = 0; i < p->noauth; i++) {
+        if (p->oauth_slot[i] != NULL && p->oauth_release != NULL)
+            p->oauth_release(p->oauth_slot[i]);
+    }
+    free(p->oauth);
+    free(p->oauth_slot);
     for (size_t i = 0; i < p->nwarnings; i++)
         free(p->warnings[i]);
     for (size_t i = 0; i < p->nnotes; i++)
@@ -754,6 +790,56 @@ void policy_rule_info(const struct policy *p, size_t idx, struct policy_rule_inf
     out->npaths = r->npaths;
     out->region = r->region;
     out->service = r->service;
+    out->oauth = -1;
+    for (size_t i = 0; i < p->noauth; i++) {
+        if (p->oauth[i] == r->secret)
+            out->oauth = (int)i;
+    }
+}
+
+size_t policy_oauth_count(const struct policy *p)
+{
+    return p->noauth;
+}
+
+void policy_oauth_info(const struct policy *p, size_t i, struct policy_oauth *out)
+{
+    const struct vault_secret *s;
+    const struct vault_oauth *o;
+
+    if (i >= p->noauth)
+        return;
+    s = &p->v->secrets[p->oauth[i]];
+    o = s->oauth;
+    out->secret_name = s->name;
+    out->token_url = o->token_url;
+    out->host = o->host;
+    out->port = o->port;
+    out->target = o->target;
+    out->refresh_grant = o->refresh_grant;
+    out->auth_post = o->auth_post;
+    out->client_id = o->client_id;
+    out->scope = o->scope;
+    out->audience = o->audience;
+    out->client_secret =
+        o->client_secret != SIZE_MAX ? p->v->secrets[o->client_secret].value : NULL;
+    out->client_secret_len = o->client_secret != SIZE_MAX ? p->v->secrets[o->client_secret].len : 0;
+    out->refresh_token =
+        o->refresh_token != SIZE_MAX ? p->v->secrets[o->refresh_token].value : NULL;
+    out->refresh_token_len = o->refresh_token != SIZE_MAX ? p->v->secrets[o->refresh_token].len : 0;
+}
+
+void policy_oauth_attach(struct policy *p, size_t i, void *slot, void (*release)(void *slot))
+{
+    if (i >= p->noauth)
+        return;
+    p->oauth_slot[i] = slot;
+    p->oauth_release = release;
+}
+
+void *policy_oauth_slot(const struct policy *p, size_t i)
+{
+    return i < p->noauth ? p->oauth_slot[i] : NULL;
 }
 
 /* Appends to buf (size len, used *o) what fmt makes. */
@@ -793,6 +879,12 @@ void policy_rule_describe(const struct policy *p, size_t idx, char *buf, size_t 
     if (r->scheme == POLICY_SCHEME_SIGV4)
         describe_add(buf, len, &o, " %s %s%s", r->service, r->region,
                      r->session_token != SIZE_MAX ? " with session token" : "");
+    if (p->v->secrets[r->secret].oauth != NULL) {
+        const struct vault_oauth *oa = p->v->secrets[r->secret].oauth;
+
+        describe_add(buf, len, &o, ", oauth2 %s from %s",
+                     oa->refresh_grant ? "refresh_token" : "client_credentials", oa->host);
+    }
     describe_add(buf, len, &o, "); methods:");
     for (size_t i = 0; i < r->nmethods; i++)
         describe_add(buf, len, &o, " %s", r->methods[i]);
@@ -831,6 +923,13 @@ cJSON *policy_rule_json(const struct policy *p, size_t idx)
     if (r->scheme == POLICY_SCHEME_SIGV4) {
         cJSON_AddStringToObject(o, "service", r->service);
         cJSON_AddStringToObject(o, "region", r->region);
+    }
+    if (p->v->secrets[r->secret].oauth != NULL) {
+        const struct vault_oauth *oa = p->v->secrets[r->secret].oauth;
+
+        cJSON_AddStringToObject(o, "oauth2_grant",
+                                oa->refresh_grant ? "refresh_token" : "client_credentials");
+        cJSON_AddStringToObject(o, "token_host", oa->host);
     }
     cJSON_AddItemToObject(o, "methods", describe_array(r->methods, r->nmethods));
     cJSON_AddItemToObject(o, "paths", describe_array(r->paths, r->npaths));

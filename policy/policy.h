@@ -55,6 +55,29 @@ struct policy_rule_info {
     size_t npaths;
     const char *region;  /* sigv4 only, else NULL */
     const char *service; /* sigv4 only, else NULL */
+    int oauth;           /* its secret is oauth2 source number `oauth`, else -1 */
+};
+
+/*
+ * An oauth2 secret source a rule uses (SPEC §3 "OAuth 2.0 access tokens"), for the token
+ * manager (proxy/oauth.c) only: it carries the client secret and the refresh token, which go to
+ * the token endpoint and nowhere else. Strings live as long as the snapshot.
+ */
+struct policy_oauth {
+    const char *secret_name;
+    const char *token_url;
+    const char *host; /* normalised */
+    int port;
+    const char *target; /* origin-form path[?query] */
+    bool refresh_grant; /* grant refresh_token, else client_credentials */
+    bool auth_post;     /* client_auth post, else basic */
+    const char *client_id;
+    const char *scope;         /* or NULL */
+    const char *audience;      /* or NULL */
+    const char *client_secret; /* or NULL */
+    size_t client_secret_len;
+    const char *refresh_token; /* as the vault holds it, or NULL */
+    size_t refresh_token_len;
 };
 
 /* One exact name the vault lists (for nameConstraints and /etc/hosts lines). */
@@ -119,6 +142,18 @@ void policy_rule_info(const struct policy *p, size_t idx, struct policy_rule_inf
  */
 void policy_rule_describe(const struct policy *p, size_t idx, char *buf, size_t len);
 cJSON *policy_rule_json(const struct policy *p, size_t idx);
+
+/* The oauth2 sources rules use: how many, and number i. */
+size_t policy_oauth_count(const struct policy *p);
+void policy_oauth_info(const struct policy *p, size_t i, struct policy_oauth *out);
+
+/*
+ * The token manager's state for source i, attached before the snapshot is published (the one
+ * thing set on a snapshot after policy_load; never afterwards). release(slot) runs for each
+ * attached slot when the last reference to the snapshot goes, on whichever thread drops it.
+ */
+void policy_oauth_attach(struct policy *p, size_t i, void *slot, void (*release)(void *slot));
+void *policy_oauth_slot(const struct policy *p, size_t i);
 
 /* Exact names the vault lists, deduplicated, in vault order. Valid while p lives. */
 const struct policy_name *policy_names(const struct policy *p, size_t *n);

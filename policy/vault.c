@@ -44,8 +44,9 @@ static const struct vfield secret_fields[] = {
     {"value", cJSON_String, false},
     {"env", cJSON_String, false},
     {"file", cJSON_String, false},
+    {"oauth2", cJSON_Object, false},
 };
-enum { SEC_VALUE, SEC_ENV, SEC_FILE, SEC_N };
+enum { SEC_VALUE, SEC_ENV, SEC_FILE, SEC_OAUTH, SEC_N };
 
 static const struct vfield hostpol_fields[] = {
     {"default", cJSON_String, false},
@@ -359,8 +360,14 @@ static int parse_secret_source(struct vctx *c, const cJSON *obj, struct vault_se
             which = i;
     }
     if (nsrc != 1)
-        return vault_err(c, "exactly one of value, env, file is required (got %d)", nsrc);
+        return vault_err(c, "exactly one of value, env, file, oauth2 is required (got %d)", nsrc);
     old = vault_path_key(c, secret_fields[which].key);
+    if (which == SEC_OAUTH) {
+        if (vault_parse_oauth(c, f[which], s) != 0)
+            return -1;
+        vault_path_pop(c, old);
+        return 0;
+    }
     if (which == SEC_VALUE) {
         len = strlen(f[which]->valuestring);
         if ((val = secmem_dup(f[which]->valuestring, len)) == NULL)
@@ -434,6 +441,9 @@ int vault_ref_static_secret(struct vctx *c, const char *name, size_t *idx)
         vault_quote(q, sizeof(q), name);
         return vault_err(c, "unknown secret %s", q);
     }
+    if (c->v->secrets[*idx].oauth != NULL)
+        return vault_err(c, "needs a secret with a value (value, env or file), not an oauth2 "
+                            "source");
     c->v->secrets[*idx].used = true;
     return 0;
 }
@@ -558,7 +568,7 @@ static int parse_top(struct vctx *c, const cJSON *root)
         if (k == TOP_RUN)
             rc = parse_run(c, f[k]);
         else if (k == TOP_SECRETS)
-            rc = parse_secrets(c, f[k]);
+            rc = parse_secrets(c, f[k]) != 0 ? -1 : vault_resolve_oauth(c);
         else if (k == TOP_RULES)
             rc = vault_parse_rules(c, f[k]);
         else
@@ -730,6 +740,7 @@ void vault_free(struct vault **vp)
     for (size_t i = 0; i < v->nsecrets; i++) {
         free(v->secrets[i].name);
         secmem_free(&v->secrets[i].value, v->secrets[i].len + 1);
+        vault_oauth_free(&v->secrets[i].oauth);
     }
     for (size_t i = 0; i < v->nrules; i++)
         vault_rule_free(&v->rules[i]);

@@ -70,4 +70,11 @@ int vault_is_tchar(unsigned char ch);
 int vault_parse_rules(struct vctx *c, const cJSON *rules);
 void vault_rule_free(struct vault_rule *r);
 
+/* vault_oauth.c: the `oauth2` object of secrets.NAME (at the current path). 0 or -1. */
+int vault_parse_oauth(struct vctx *c, const cJSON *obj, struct vault_secret *s);
+
+/* After every secret is parsed: the oauth2 sources' references to other secrets. 0 or -1. */
+int vault_resolve_oauth(struct vctx *c);
+void vault_oauth_free(struct vault_oauth **op);
+
 #endif

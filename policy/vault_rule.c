@@ -194,6 +194,11 @@ static int parse_sigv4_fields(struct vctx *c, const cJSON **f, size_t k, struct 
     size_t old;
 
     r->session_token = SIZE_MAX;
+    if (schemes[k].sigv4_fields && c->v->secrets[r->secret].oauth != NULL) {
+        vault_path_key(c, "secret");
+        return vault_err(c, "sigv4 needs a secret with a value (value, env or file), not an "
+                            "oauth2 source");
+    }
     for (int i = RULE_AKID; i <= RULE_TOKEN; i++) {
         old = vault_path_key(c, rule_fields[i].key);
         if (f[i] == NULL && schemes[k].sigv4_fields && i != RULE_TOKEN)

@@ -130,6 +130,11 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
     struct exchange *x = arg;
 
     exch_enter(x);
+    if (x->state == EXCH_S_TOKEN) {
+        exch_cred_token_timeout(x);
+        exch_leave(x);
+        return;
+    }
     metrics_upstream_error(x->w->id, METRICS_UE_TIMEOUT);
     exch_fail(x, 504, x->state == EXCH_S_RELAY ? VG_PS_RESPONSE_TIMEOUT : VG_PS_CONNECTION_TIMEOUT,
               "upstream timed out", VG_R_UPSTREAM_TIMEOUT);
@@ -714,7 +719,8 @@ const char *exchange_host(const struct exchange *x)
 
 void exchange_client_gone(struct exchange *x, const char *reason)
 {
-    if (x->state == EXCH_S_RELAY || x->state == EXCH_S_UP_CONNECT || x->state == EXCH_S_BODY)
+    if (x->state == EXCH_S_RELAY || x->state == EXCH_S_UP_CONNECT || x->state == EXCH_S_BODY ||
+        x->state == EXCH_S_TOKEN)
         exch_log_request(x, NULL, reason);
 }
 
@@ -799,6 +805,7 @@ void exchange_free(struct exchange **xp)
         return;
     *xp = NULL;
     clean = x->resp_done && x->req_done;
+    exch_cred_detach(x);
     exch_drop_upstream(x, !clean);
     if (x->timer != NULL)
         evtimer_del(x->timer);

@@ -1,6 +1,8 @@
 /*
  * exchange_cred.c - the credential of one request (SPEC §3): the static schemes injected into
- * the head, and AWS Signature Version 4, for which the exchange hashes the body it forwards
+ * the head, OAuth 2.0 access tokens from the token manager (a request that finds none valid
+ * waits, parked on its worker, until the manager has one or fails; 502 while the endpoint
+ * fails), and AWS Signature Version 4, for which the exchange hashes the body it forwards
  * before it signs (buffering up to VG_SIGV4_BODY_MAX and answering Expect: 100-continue itself),
  * refuses what it cannot sign (streaming payloads, presigned URLs: 501), and masks the secret
  * key, the session token and the request's signature in the response.
@@ -17,10 +19,13 @@
 #include "policy/inject.h"
 #include "policy/policy.h"
 #include "proxy/h2up.h"
+#include "proxy/oauth.h"
+#include "proxy/worker.h"
 #include "proxy/reason.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -86,8 +91,37 @@ static int sig_block_open(struct exchange *x, size_t cap)
     return 0;
 }
 
+/* ---- waiting for a token: the worker's list of parked exchanges ------------------------- */
+
+static void park_unlink(struct exchange *x)
+{
+    if (x->park_list == NULL)
+        return;
+    if (x->park_prev != NULL)
+        x->park_prev->park_next = x->park_next;
+    else
+        *x->park_list = x->park_next;
+    if (x->park_next != NULL)
+        x->park_next->park_prev = x->park_prev;
+    x->park_prev = x->park_next = NULL;
+    x->park_list = NULL;
+}
+
+static void park_link(struct exchange *x, void **list)
+{
+    x->park_prev = NULL;
+    x->park_next = *list;
+    if (x->park_next != NULL)
+        x->park_next->park_prev = x;
+    *list = x;
+    x->park_list = list;
+}
+
 void exch_cred_free(struct exchange *x)
 {
+    park_unlink(x);
+    inject_token_free(&x->itok);
+    oauth_tok_unref(&x->otok);
     sigv4_hash_free(&x->sig_hash);
     if (x->sig_blk != NULL)
         sig_block_release(x->sig_blk, 0, (void *)(uintptr_t)x->sig_blk_cap);
@@ -275,6 +309,103 @@ int exch_cred_body_out(struct exchange *x)
     return evbuffer_add_buffer(x->up.stage, x->sig_body);
 }
 
+/* ---- OAuth 2.0 access tokens ----------------------------------------------------------- */
+
+/* 502 with the Proxy-Status SPEC §3 gives while a token endpoint fails. */
+static void token_failed(struct exchange *x, const char *name, const char *reason)
+{
+    char details[VG_SECRET_NAME_MAX + 64];
+
+    snprintf(details, sizeof(details), "token endpoint for %s failed", name);
+    exch_fail(x, 502, VG_PS_DEST_UNAVAILABLE, details, reason);
+}
+
+/* Injects the source's token if one is valid: 0 (done), 1 (wait), -1 (answered). */
+static int token_try(struct exchange *x, struct http_head *h)
+{
+    struct oauth_tok *t = NULL;
+    const char *v;
+    size_t n;
+
+    switch (oauth_acquire(x->osrc, &t)) {
+    case OAUTH_FAILED:
+        token_failed(x, oauth_src_name(x->osrc), VG_R_OAUTH_FAILED);
+        return -1;
+    case OAUTH_WAIT:
+        return 1;
+    case OAUTH_READY:
+        break;
+    }
+    x->otok = t;
+    v = oauth_tok_value(t, &n);
+    if ((x->itok = inject_token_apply(h, x->policy, x->rule, v, n)) == NULL) {
+        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "credential injection failed", VG_R_INJECT);
+        return -1;
+    }
+    x->nforms = inject_token_forms(x->itok, x->forms);
+    x->forms_dynamic = true; /* the next token is another secret */
+    if (exch_mask_setup(x, h) < 0) {
+        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
+        return -1;
+    }
+    return 0;
+}
+
+/* A rule whose secret is oauth2 source `src`: the token now, or the request parks on its
+ * worker until the manager has one (bounded). 0, 1 (parked) or -1 (answered). */
+static int oauth_apply(struct exchange *x, struct http_head *h, int src, const char *name)
+{
+    int rc;
+
+    if ((x->osrc = policy_oauth_slot(x->policy, (size_t)src)) == NULL) {
+        token_failed(x, name, VG_R_OAUTH_FAILED); /* no token manager in this process */
+        return -1;
+    }
+    if ((rc = token_try(x, h)) != 1)
+        return rc;
+    x->state = EXCH_S_TOKEN;
+    park_link(x, &x->w->parked);
+    exch_arm(x, EXCH_T_TOKEN(x));
+    return 1;
+}
+
+void exchange_oauth_wake(struct worker *w)
+{
+    void *list = w->parked;
+
+    /* the waiting requests move to a list of this call: those that must wait on go back, and
+     * one freed meanwhile (a connection closing) unlinks itself from wherever it is */
+    w->parked = NULL;
+    for (struct exchange *x = list; x != NULL; x = x->park_next)
+        x->park_list = &list;
+    while (list != NULL) {
+        struct exchange *x = list;
+        int rc;
+
+        park_unlink(x);
+        exch_enter(x);
+        rc = token_try(x, &x->req->head);
+        if (rc == 1)
+            park_link(x, &w->parked);
+        else if (rc == 0)
+            exch_get_upstream(x);
+        exch_leave(x);
+    }
+}
+
+/* The bounded wait for a token ran out. */
+void exch_cred_token_timeout(struct exchange *x)
+{
+    park_unlink(x);
+    token_failed(x, oauth_src_name(x->osrc), VG_R_OAUTH_WAIT);
+}
+
+/* The exchange is leaving its transport: it waits for nothing any more. */
+void exch_cred_detach(struct exchange *x)
+{
+    park_unlink(x);
+}
+
 /* ---- the entry point -------------------------------------------------------------------- */
 
 int exch_cred_apply(struct exchange *x, struct http_head *h)
@@ -284,6 +415,8 @@ int exch_cred_apply(struct exchange *x, struct http_head *h)
     policy_rule_info(x->policy, (size_t)x->rule, &ri);
     if (ri.scheme == POLICY_SCHEME_SIGV4)
         return sigv4_apply(x, h);
+    if (ri.oauth >= 0)
+        return oauth_apply(x, h, ri.oauth, ri.secret_name);
     cred_forms(x, NULL, 0);
     if (inject_apply(h, x->policy, x->rule) < 0 || exch_mask_setup(x, h) < 0) {
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "credential injection failed", VG_R_INJECT);

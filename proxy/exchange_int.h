@@ -11,11 +11,13 @@
 #include <time.h>
 
 #include "audit/log.h"
+#include "common/caps.h"
 #include "policy/inject.h"
 #include "policy/sigv4.h"
 #include "proxy/bevio.h"
 #include "proxy/exchange.h"
 #include "proxy/metrics.h"
+#include "proxy/oauth.h"
 #include "proxy/upstream.h"
 
 struct mask_decoder;
@@ -26,11 +28,16 @@ struct grpcmask;
 #define EXCH_T(x, k) vg_timeout(&(x)->w->sh->timeouts, (k))
 /* a safety net above upstream.c's own connect and TLS timeouts */
 #define EXCH_T_UP_GET(x) (EXCH_T(x, VG_T_CONNECT) + EXCH_T(x, VG_T_UPSTREAM_HANDSHAKE) + 20)
-#define EXCH_HTTPS_PORT  443
-#define EXCH_HTTP_PORT   80
+/* how long a request waits for a token: the manager's whole fetch, and a little */
+#define EXCH_T_TOKEN(x)                                                                            \
+    (EXCH_T(x, VG_T_CONNECT) + EXCH_T(x, VG_T_UPSTREAM_HANDSHAKE) + VG_OAUTH_FETCH_EXTRA +         \
+     VG_OAUTH_WAIT_MAX)
+#define EXCH_HTTPS_PORT 443
+#define EXCH_HTTP_PORT  80
 
 enum exch_state {
     EXCH_S_HEAD = 0,   /* waiting for the request head */
+    EXCH_S_TOKEN,      /* oauth2: waiting for the token manager (parked on the worker) */
     EXCH_S_BODY,       /* SigV4: the body is buffered and hashed before the request is signed */
     EXCH_S_UP_CONNECT, /* head accepted; waiting for upstream_get */
     EXCH_S_RELAY,      /* request and response streaming */
@@ -106,8 +113,13 @@ struct exchange {
     struct evbuffer *sig_body;   /* ... the buffered body, in blocks wiped when released */
     char *sig_blk;               /* ... the block being filled */
     size_t sig_blk_cap, sig_blk_used;
-    uint64_t sig_len;  /* ... bytes buffered */
-    bool sig_buffered; /* the body went into sig_body: it goes upstream with Content-Length */
+    uint64_t sig_len;       /* ... bytes buffered */
+    bool sig_buffered;      /* the body went into sig_body: it goes upstream with Content-Length */
+    struct oauth_src *osrc; /* oauth2: the source (the snapshot's, alive with x->policy) */
+    struct oauth_tok *otok; /* ... the token injected (a reference) */
+    struct inject_token *itok; /* ... its wire forms */
+    struct exchange *park_prev, *park_next;
+    void **park_list; /* the list x is parked on, or NULL */
 
     int depth;  /* exchange callbacks on the stack */
     bool freed; /* exchange_free ran; the memory goes at depth 0 */
@@ -136,6 +148,8 @@ int exch_cred_body_end(struct exchange *x);
 int exch_cred_body_out(struct exchange *x);
 enum http1_body exch_req_body(const struct exchange *x, uint64_t *len);
 void exch_cred_free(struct exchange *x);
+void exch_cred_token_timeout(struct exchange *x);
+void exch_cred_detach(struct exchange *x);
 
 /* exchange_resp.c */
 void exch_h2_started(struct exchange *x);

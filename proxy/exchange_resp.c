@@ -203,6 +203,8 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
         return resp_ws_head(x, h);
     if (h->status == 101)
         return resp_abort(x, 502, VG_PS_PROTOCOL_ERROR, "unexpected 101 from upstream");
+    if (h->status == 401 && x->otok != NULL)
+        oauth_reject(x->osrc, x->otok); /* a new token for later requests (SPEC §3) */
     if (x->masking)
         mask_head(x->mask, h);
     if (h->status < 200) {

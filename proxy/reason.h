@@ -33,6 +33,8 @@
 #define VG_R_SIGV4_STREAMING   "sigv4_streaming"
 #define VG_R_SIGV4_TOO_LARGE   "sigv4_body_too_large"
 #define VG_R_SIGV4_BUDGET      "sigv4_buffers_full"
+#define VG_R_OAUTH_FAILED      "oauth_token_endpoint_failed"
+#define VG_R_OAUTH_WAIT        "oauth_token_wait_timeout"
 #define VG_R_METHOD            "method"
 #define VG_R_MISDIRECTED       "misdirected"
 #define VG_R_BAD_REQUEST       "bad_request"

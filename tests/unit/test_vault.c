@@ -29,6 +29,11 @@
     "{'version':1," SEC ",'rules':[{'host_pattern':'" pat "','secret':'A',"                        \
     "'scheme':'bearer'}]}"
 
+/* an oauth2 source T with the given fields, beside static secrets CS and RT */
+#define OAUTH(fields)                                                                              \
+    "{'version':1,'secrets':{'T':{'oauth2':{" fields "}},'CS':{'value':'CANARY-cs'},"              \
+    "'RT':{'value':'CANARY-rt'}}}"
+
 static const struct {
     const char *json;
     const char *err;
@@ -75,9 +80,9 @@ static const struct {
     {"{'version':1,'secrets':{'A':{'value':'CANARY-a'},'A':{'value':'CANARY-b'}}}",
      "secrets.A: duplicate secret name"},
     {"{'version':1,'secrets':{'A':{'value':'CANARY-a','env':'VG_X'}}}",
-     "secrets.A: exactly one of value, env, file is required (got 2)"},
+     "secrets.A: exactly one of value, env, file, oauth2 is required (got 2)"},
     {"{'version':1,'secrets':{'A':{}}}",
-     "secrets.A: exactly one of value, env, file is required (got 0)"},
+     "secrets.A: exactly one of value, env, file, oauth2 is required (got 0)"},
     {"{'version':1,'secrets':{'A':{'value':'CANARY\\r-a'}}}",
      "secrets.A.value: secret has a forbidden byte at offset 6 (only visible ASCII and space; "
      "CR, LF, NUL and other controls are refused)"},
@@ -129,6 +134,68 @@ static const struct {
      "rules[0].name: not allowed for scheme \"basic\""},
     {RULE("'scheme':'query','name':'key','username':'u'"),
      "rules[0].username: not allowed for scheme \"query\""},
+    /* oauth2 secret sources */
+    {OAUTH("'token_url':'https://t.example/token','grant':'client_credentials',"
+           "'client_id':'c'"),
+     "secrets.T.oauth2.client_secret: required for grant \"client_credentials\""},
+    {OAUTH("'token_url':'https://t.example/token','grant':'client_credentials',"
+           "'client_id':'c','client_secret':'CS','refresh_token':'RT'"),
+     "secrets.T.oauth2.refresh_token: not allowed for grant \"client_credentials\""},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c'"),
+     "secrets.T.oauth2.refresh_token: required for grant \"refresh_token\""},
+    {OAUTH("'token_url':'https://t.example/token','grant':'password','client_id':'c'"),
+     "secrets.T.oauth2.grant: expected one of client_credentials, refresh_token"},
+    {OAUTH("'token_url':'http://t.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT'"),
+     "secrets.T.oauth2.token_url: expected an https:// URL, got \"http://t.example/token\""},
+    {OAUTH("'token_url':'https://u:p@t.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT'"),
+     "secrets.T.oauth2.token_url: userinfo in the URL is not allowed (client credentials go in "
+     "client_id and client_secret)"},
+    {OAUTH("'token_url':'https://t.example/token#x','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT'"),
+     "secrets.T.oauth2.token_url: a fragment in the URL is not allowed"},
+    {OAUTH("'token_url':'https://t_x.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT'"),
+     "secrets.T.oauth2.token_url: expected https://HOST[:PORT]/PATH, got "
+     "\"https://t_x.example/token\""},
+    {OAUTH("'token_url':'https://t.example:0/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT'"),
+     "secrets.T.oauth2.token_url: expected https://HOST[:PORT]/PATH, got "
+     "\"https://t.example:0/token\""},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'NOPE'"),
+     "secrets.T.oauth2.refresh_token: unknown secret \"NOPE\""},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'T'"),
+     "secrets.T.oauth2.refresh_token: needs a secret with a value (value, env or file), not an "
+     "oauth2 source"},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT','client_auth':'post'"),
+     "secrets.T.oauth2.client_auth: needs client_secret (a client without one sends only "
+     "client_id)"},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT','client_secret':'CS','client_auth':'jwt'"),
+     "secrets.T.oauth2.client_auth: expected one of basic, post"},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c d',"
+           "'refresh_token':'RT'"),
+     "secrets.T.oauth2.client_id: expected 1-256 visible ASCII characters"},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT','scope':''"),
+     "secrets.T.oauth2.scope: expected 1-1024 visible ASCII characters or spaces"},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT','resource':'x'"),
+     "secrets.T.oauth2.resource: unknown field"},
+    {OAUTH("'grant':'refresh_token','client_id':'c','refresh_token':'RT'"),
+     "secrets.T.oauth2.token_url: missing required field"},
+    {"{'version':1,'secrets':{'T':{'oauth2':{},'value':'x'}}}",
+     "secrets.T: exactly one of value, env, file, oauth2 is required (got 2)"},
+    {"{'version':1,'secrets':{'T':{'oauth2':{'token_url':'https://t.example/','grant':"
+     "'refresh_token','client_id':'c','refresh_token':'RT'}},'RT':{'value':'CANARY-rt'}},"
+     "'rules':[{'host_pattern':'api.example.com','secret':'T','scheme':'sigv4',"
+     "'access_key_id':'AKID','region':'r','service':'s'}]}",
+     "rules[0].secret: sigv4 needs a secret with a value (value, env or file), not an oauth2 "
+     "source"},
     /* sigv4 */
     {RULE("'scheme':'sigv4','region':'us-east-1','service':'s3'"),
      "rules[0].access_key_id: required for scheme \"sigv4\""},

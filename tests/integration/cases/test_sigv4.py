@@ -346,9 +346,7 @@ audit = json.dumps(t.audit_rows(vg, "blocked")) + json.dumps(t.audit_rows(vg, "r
 err = vg.stderr()
 everything = {"log": err, "status": status, "metrics": metrics, "audit": audit,
               "answers": b"".join(answers).decode("latin-1")}
-for where, text in everything.items():
-    for canary in [SECRET, TOKEN] + sigs:
-        t.check(canary not in text, "%s carries a secret, token or signature" % where)
+t.check_absent(everything, [SECRET, TOKEN] + sigs)
 t.check("sigv4_body_too_large" in err and "sigv4_presigned" in err and "sigv4_streaming" in err,
         "refusal reasons missing from the request lines")
 t.log("ok: %d requests verified by botocore" % len(sigs))

@@ -844,3 +844,68 @@ def read_until_close(s):
             break
         out += d
     return bytes(out)
+
+
+class ConnectProxy:
+    """An HTTP CONNECT proxy on 127.0.0.1 (for --upstream-proxy): CONNECT host:port goes to
+    targets[host] (a dict), or to targets itself when it is one (addr, port) pair; records the
+    CONNECT lines it is sent (.lines)."""
+
+    def __init__(self, targets):
+        self.targets, self.lines = targets, []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def _loop(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        head = b""
+        while b"\r\n\r\n" not in head:
+            b = c.recv(4096)
+            if not b:
+                c.close()
+                return
+            head += b
+        line = head.split(b"\r\n", 1)[0].decode()
+        self.lines.append(line)
+        host = line.split()[1].rsplit(":", 1)[0]
+        target = self.targets.get(host) if isinstance(self.targets, dict) else self.targets
+        u = socket.create_connection(target)
+        c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+
+        def pump(a, b):
+            try:
+                while True:
+                    data = a.recv(65536)
+                    if not data:
+                        break
+                    b.sendall(data)
+            except OSError:
+                pass
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        threading.Thread(target=pump, args=(c, u), daemon=True).start()
+        pump(u, c)
+
+
+def check_absent(texts, canaries):
+    """Fails when any canary (a secret, token or signature) appears in any of texts, a dict of
+    where -> str; the message names where, never the canary."""
+    for where, text in texts.items():
+        for c in canaries:
+            check(c not in text, "%s carries a secret, token or signature" % where)

@@ -13,7 +13,7 @@ counts fetches.
   a new token.
 - A token endpoint that fails: 502 with SPEC's Proxy-Status at once, a /v1/status warning naming
   the secret (degraded), retries with backoff, recovery, the warning gone.
-- An HTTP/2 client (curl --http2) gets the token too.
+- An HTTP/2 client (curl --http2) gets the token too, and so does an HTTP/2 upstream.
 - The token endpoint's route is recorded (egress_route_log); canaries: no access token, refresh
   token or client secret in the log, metrics, status, audit rows or any answer to the sandbox
   (the upstream echoes the Authorization it got: masked).
@@ -27,7 +27,10 @@ import threading
 import time
 
 import vgtest as t
+from h2server import H2Answer, H2Upstream, need_h2
 from oauthstub import Client, TokenEndpoint
+
+need_h2()
 
 CC_SECRET = "cs-CANARY-client-credentials-0001"
 RT_SECRET = "cs-CANARY-refresh-client-0002"
@@ -37,10 +40,11 @@ FAIL_SECRET = "cs-CANARY-failing-0005"
 TOKEN_HOST = "token.oauth.test"
 CC, RT, PUB, FAIL = "api-cc.oauth.test", "api-rt.oauth.test", "api-pub.oauth.test", \
     "api-fail.oauth.test"
+H2 = "api-h2.oauth.test"  # an HTTP/2 upstream
 
 t.require_binary()
 d = t.tmpdir()
-certs = t.make_certs(d, [TOKEN_HOST, CC, RT, PUB, FAIL])
+certs = t.make_certs(d, [TOKEN_HOST, CC, RT, PUB, FAIL, H2])
 clients = [
     Client("cc-client", CC_SECRET, "client_credentials", "basic", scope="read write",
            audience="https://api-cc.oauth.test", lifetime=8),
@@ -63,6 +67,8 @@ def api(req, ci):
 
 
 api_up = t.FakeUpstream(certs["cert"], certs["key"], api)
+h2_up = H2Upstream(certs["cert"], certs["key"], lambda r: H2Answer(
+    200, [("content-type", "application/json")], [json.dumps(dict(r.headers)).encode()]))
 
 
 def oauth2(client_id, grant, secret=None, refresh=None, auth=None, scope=None, audience=None):
@@ -91,10 +97,12 @@ vault = t.example_vault(
     rules=[{"host_pattern": CC, "secret": "CC_TOKEN", "scheme": "bearer"},
            {"host_pattern": RT, "secret": "RT_TOKEN", "scheme": "header", "name": "X-Api-Token"},
            {"host_pattern": PUB, "secret": "PUB_TOKEN", "scheme": "bearer"},
-           {"host_pattern": FAIL, "secret": "FAIL_TOKEN", "scheme": "bearer"}],
+           {"host_pattern": FAIL, "secret": "FAIL_TOKEN", "scheme": "bearer"},
+           {"host_pattern": H2, "secret": "CC_TOKEN", "scheme": "bearer"}],
     hosts={})
 vg = t.Vaultgate(d, vault, pins=[endpoint.pin(TOKEN_HOST)] + [api_up.pin(h) for h in
-                                                                  (CC, RT, PUB, FAIL)],
+                                                                  (CC, RT, PUB, FAIL)] +
+                 [h2_up.pin(H2)],
                  upstream_ca=certs["ca"], threads=2, audit="sqlite").start()
 answers = []
 
@@ -201,6 +209,14 @@ try:
     answers.append(p.stdout)
     t.check(out.endswith("\n200 2"), "h2: %r %r" % (out, p.stderr[-200:]))
     t.check(sent_token(CC).startswith("at-cc-client-"), "h2: token")
+    # an HTTP/2 upstream, from an HTTP/1.1 client and an HTTP/2 one
+    r = get(H2)
+    p = vg.curl(H2, "/h2up", ["--http2", "-w", "\n%{http_code} %{http_version}"])
+    answers.append(p.stdout)
+    t.check(r.status == 200 and p.stdout.decode().endswith("\n200 2"), "h2 upstream: %r" % r)
+    got = [q.header("authorization") for q in h2_up.requests]
+    t.check(len(got) == 2 and all(g and g[0].startswith("Bearer at-cc-client-") for g in got),
+            "h2 upstream tokens: %d requests" % len(got))
 
     status = json.dumps(vg.status())
     metrics = t.metrics_text(vg)
@@ -208,6 +224,7 @@ finally:
     vg.stop()
     endpoint.stop()
     api_up.stop()
+    h2_up.stop()
 
 t.check(not endpoint.violations, "the token endpoint saw: %r" % endpoint.violations)
 routes = {(row["host"], row["route"]) for row in t.audit_rows(vg, "routes")}

@@ -94,6 +94,12 @@ static void print_text(const char *file, const struct policy *p)
     printf("rules: %zu\nhost entries: %zu\nsecrets: %zu\n", policy_rule_count(p),
            policy_host_entry_count(p), policy_secret_count(p));
     printf("ca: %s\n", mode == POLICY_MODE_CATCHALL ? "unconstrained" : "constrained");
+    for (size_t i = 0; i < policy_rule_count(p); i++) {
+        char line[4096];
+
+        policy_rule_describe(p, i, line, sizeof(line));
+        printf("%s\n", line);
+    }
     msgs = policy_warnings(p, &n);
     for (size_t i = 0; i < n; i++)
         printf("warning: %s\n", msgs[i]);
@@ -137,6 +143,12 @@ static int print_json(const char *file, const struct policy *p, const char *err)
     cJSON_AddNumberToObject(o, "rules", p != NULL ? (double)policy_rule_count(p) : 0);
     cJSON_AddNumberToObject(o, "host_entries", p != NULL ? (double)policy_host_entry_count(p) : 0);
     cJSON_AddNumberToObject(o, "secrets", p != NULL ? (double)policy_secret_count(p) : 0);
+    if (p != NULL) {
+        cJSON *rl = cJSON_AddArrayToObject(o, "rule_scopes");
+
+        for (size_t i = 0; rl != NULL && i < policy_rule_count(p); i++)
+            cJSON_AddItemToArray(rl, policy_rule_json(p, i));
+    }
     cJSON_AddItemToObject(o, "warnings", str_array(w, nw));
     cJSON_AddItemToObject(o, "notes", str_array(nt, nn));
     cJSON_AddItemToObject(

@@ -28,6 +28,7 @@
 #include "proxy/listen.h"
 #include "proxy/worker.h"
 #include "proxy/metrics.h"
+#include "proxy/oauth.h"
 #include "cli/reload.h"
 #include "cli/signals.h"
 #include "proxy/upstream.h"
@@ -345,6 +346,7 @@ static void run_status(void *arg, cJSON *obj)
             cJSON_AddItemToArray(arr, cJSON_CreateString("audit store unhealthy: counts are kept "
                                                          "in memory and retried"));
         reload_warnings_json(&rs->warnings, arr);
+        oauth_warnings_json(p, arr);
     }
     cJSON_AddStringToObject(
         obj, "enforcement",
@@ -688,6 +690,14 @@ static int run_setup(struct run_state *rs, char *err, size_t errlen)
         snprintf(err, errlen, "audit store: %s", aerr);
         return EXIT_ENFORCE;
     }
+    /* the token manager: fetches at once for every oauth2 source the vault uses */
+    rs->sh.oauth =
+        oauth_start(rs->sh.upcfg, rs->sh.audit,
+                    vg_timeout(&o->timeouts, VG_T_CONNECT) +
+                        vg_timeout(&o->timeouts, VG_T_UPSTREAM_HANDSHAKE) + VG_OAUTH_FETCH_EXTRA,
+                    err, errlen);
+    if (rs->sh.oauth == NULL || oauth_bind(rs->sh.oauth, rs->sh.policy, err, errlen) < 0)
+        return EXIT_RUNTIME;
     /* last step that can fail closed: only now does the kernel accept connections */
     if (listen_listen_all(rs->sh.addrs, rs->sh.naddrs, rs->sh.nworkers, err, errlen) < 0)
         return EXIT_ENFORCE;
@@ -700,12 +710,14 @@ static int run_setup(struct run_state *rs, char *err, size_t errlen)
 static void run_teardown(struct run_state *rs)
 {
     worker_stop_all(&rs->workers, rs->sh.nworkers, VG_STOP_GRACE_SECONDS);
+    oauth_stop(rs->sh.oauth); /* before the audit store closes: a fetch records its route */
     admin_stop(&rs->admin);
     audit_close(&rs->sh.audit);
     listen_close_fds(rs->sh.addrs, rs->sh.naddrs, rs->sh.nworkers);
     certcache_free(&rs->sh.certs);
     ca_free(&rs->sh.ca);
     policy_unref(&rs->sh.policy);
+    oauth_free(&rs->sh.oauth); /* after the last snapshot: its sources go with it */
     if (rs->metrics_up)
         metrics_shutdown();
     free(rs->pem);

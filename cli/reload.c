@@ -12,6 +12,8 @@
 #include "audit/log.h"
 #include "ca/ca.h"
 #include "policy/policy.h"
+#include "proxy/oauth.h"
+#include "proxy/worker.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -119,6 +121,12 @@ void reload_vault(struct reload_warnings *w, const char *path, struct worker_sha
     if (p == NULL) {
         reload_warn(w, false, "vault reload failed, the previous policy stays: %s", err);
         log_eventf(LOG_WARN, "reload", "vault_invalid", "%s", err);
+        return;
+    }
+    if (sh->oauth != NULL && oauth_bind(sh->oauth, p, err, sizeof(err)) < 0) {
+        reload_warn(w, false, "vault reload failed, the previous policy stays: %s", err);
+        log_eventf(LOG_WARN, "reload", "oauth_bind", "%s", err);
+        policy_unref(&p);
         return;
     }
     check_relaunch(w, p, sh);

@@ -17,6 +17,8 @@
 #define VG_SECRET_NAME_MAX        64
 #define VG_RUN_ID_MAX             128
 #define VG_PATTERN_MAX            1024
+#define VG_SCOPE_MAX_METHODS      16 /* methods of one rule's scope */
+#define VG_SCOPE_MAX_PATHS        64 /* path prefixes of one rule's scope */
 
 /* Host names: RFC 1035 limits; an IPv6 literal in text form fits as well. */
 #define VG_HOST_MAX  253
@@ -81,6 +83,27 @@
 #define VG_H2_MAX_EMPTY_DATA   1000 /* DATA frames without payload or END_STREAM */
 #define VG_H2_MAX_RESETS       100  /* streams reset by the client, beyond twice those completed */
 #define VG_GRPC_MESSAGE_MAX    (64 * 1024 * 1024) /* a gRPC message a credentialed response masks */
+
+/* SigV4 re-signing (SPEC §3): a body vaultgate hashes before signing is buffered, at most
+ * VG_SIGV4_BODY_MAX bytes (413 above), in blocks of VG_SIGV4_BLOCK bytes (one block of the
+ * announced size for a Content-Length body); all buffered bodies of the process together stay
+ * under VG_SIGV4_BUFFER_TOTAL (503 past it), so a sandbox cannot make the gateway hold more. */
+#define VG_SIGV4_BODY_MAX     (32 * 1024 * 1024)
+#define VG_SIGV4_BLOCK        (256 * 1024)
+#define VG_SIGV4_BUFFER_TOTAL ((size_t)512 * 1024 * 1024)
+
+/* OAuth 2.0 tokens (SPEC §3, proxy/oauth.c): at most VG_OAUTH_ANSWER_MAX bytes of a token
+ * endpoint's answer are read; a failed fetch is retried after 1, 2, 4 ... at most
+ * VG_OAUTH_BACKOFF_MAX seconds; a 401 drops a token at most once per VG_OAUTH_REJECT_INTERVAL
+ * seconds per source (an upstream that refuses every token cannot make vaultgate hammer the
+ * token endpoint); a request waits for a token at most VG_OAUTH_WAIT_MAX seconds beyond the
+ * fetch's own deadline. */
+#define VG_OAUTH_ANSWER_MAX      (64 * 1024)
+#define VG_OAUTH_BACKOFF_MAX     30
+#define VG_OAUTH_REJECT_INTERVAL 10
+#define VG_OAUTH_WAIT_MAX        5
+/* One fetch may take the connect and TLS timeouts and this many seconds more for its answer. */
+#define VG_OAUTH_FETCH_EXTRA 10
 
 /* Reflection masking (SPEC §4, proxy/mask.c). The forms of a secret are the secret itself and
  * base64 of user:secret (user <= 256: at most 11 268 bytes); a form may be up to three times

@@ -9,6 +9,7 @@
  */
 #include "policy/inject.h"
 #include "policy/policy_int.h"
+#include "policy/scope.h"
 #include "common/secmem.h"
 
 #include <stdint.h>
@@ -37,17 +38,6 @@ static int set_header(struct http_head *h, const char *name, const char *value, 
     return 0;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* 1 if the key of the query segment seg (up to '=') percent-decodes to name. */
 static int key_is(const char *seg, size_t len, const char *name)
 {
@@ -56,8 +46,9 @@ static int key_is(const char *seg, size_t len, const char *name)
     while (i < len && seg[i] != '=') {
         char c = seg[i];
 
-        if (c == '%' && i + 2 < len && hexval(seg[i + 1]) >= 0 && hexval(seg[i + 2]) >= 0) {
-            c = (char)(hexval(seg[i + 1]) * 16 + hexval(seg[i + 2]));
+        if (c == '%' && i + 2 < len && scope_hexval(seg[i + 1]) >= 0 &&
+            scope_hexval(seg[i + 2]) >= 0) {
+            c = (char)(scope_hexval(seg[i + 1]) * 16 + scope_hexval(seg[i + 2]));
             i += 3;
         } else {
             i++;
@@ -137,6 +128,9 @@ static int set_query(struct http_head *h, const char *name, const char *value, s
     return rc;
 }
 
+static int inject_wire(struct http_head *h, const struct policy_rule_info *ri,
+                       const struct policy_wire *w);
+
 int inject_apply(struct http_head *h, const struct policy *p, int rule)
 {
     const struct policy_wire *w = policy_wire(p, rule);
@@ -145,16 +139,48 @@ int inject_apply(struct http_head *h, const struct policy *p, int rule)
     if (h == NULL || w == NULL)
         return -1;
     policy_rule_info(p, (size_t)rule, &ri);
-    switch (ri.scheme) {
+    if (ri.oauth >= 0)
+        return -1; /* the secret is a token fetched at run time: inject_token */
+    return inject_wire(h, &ri, w);
+}
+
+/* Puts the wire value w of the rule described by ri into h. 0 or -1. */
+static int inject_wire(struct http_head *h, const struct policy_rule_info *ri,
+                       const struct policy_wire *w)
+{
+    switch (ri->scheme) {
     case POLICY_SCHEME_BEARER:
     case POLICY_SCHEME_BASIC:
         return set_header(h, "Authorization", w->value, w->value_len);
     case POLICY_SCHEME_HEADER:
-        return set_header(h, ri.name, w->value, w->value_len);
+        return set_header(h, ri->name, w->value, w->value_len);
     case POLICY_SCHEME_QUERY:
-        return set_query(h, ri.name, w->value, w->value_len);
+        return set_query(h, ri->name, w->value, w->value_len);
+    case POLICY_SCHEME_SIGV4:
+        return -1; /* signed per request: inject_sigv4 */
     }
     return -1;
+}
+
+int inject_sigv4(struct http_head *h, const struct policy *p, int rule, const char *payload_hash,
+                 time_t now, char sig_hex[SIGV4_HEX_LEN + 1])
+{
+    const struct vault *v = policy_vault(p);
+    const struct vault_rule *r;
+    struct sigv4_key k;
+
+    if (h == NULL || rule < 0 || (size_t)rule >= v->nrules ||
+        v->rules[rule].scheme != POLICY_SCHEME_SIGV4)
+        return -1;
+    r = &v->rules[rule];
+    k.access_key_id = r->access_key_id;
+    k.secret = v->secrets[r->secret].value;
+    k.secret_len = v->secrets[r->secret].len;
+    k.region = r->region;
+    k.service = r->service;
+    k.token = r->session_token != SIZE_MAX ? v->secrets[r->session_token].value : NULL;
+    k.token_len = r->session_token != SIZE_MAX ? v->secrets[r->session_token].len : 0;
+    return sigv4_sign(h, &k, payload_hash, now, sig_hex);
 }
 
 size_t inject_forms(const struct policy *p, int rule, struct inject_form forms[INJECT_MAX_FORMS])
@@ -166,4 +192,55 @@ size_t inject_forms(const struct policy *p, int rule, struct inject_form forms[I
     for (size_t i = 0; i < w->nforms; i++)
         forms[i] = w->forms[i];
     return w->nforms;
+}
+
+struct inject_token {
+    char *raw; /* a copy of the token: the raw form points here */
+    size_t raw_len;
+    struct policy_wire w;
+    size_t w_alloc;
+};
+
+void inject_token_free(struct inject_token **tp)
+{
+    struct inject_token *t;
+    char *v;
+
+    if (tp == NULL || *tp == NULL)
+        return;
+    t = *tp;
+    v = (char *)t->w.value;
+    secmem_free(&v, t->w_alloc);
+    secmem_free(&t->raw, t->raw_len + 1);
+    free(t);
+    *tp = NULL;
+}
+
+struct inject_token *inject_token_apply(struct http_head *h, const struct policy *p, int rule,
+                                        const char *token, size_t len)
+{
+    struct inject_token *t = calloc(1, sizeof(*t));
+    struct policy_rule_info ri;
+
+    if (t == NULL || h == NULL || rule < 0 || (size_t)rule >= policy_rule_count(p))
+        goto fail;
+    policy_rule_info(p, (size_t)rule, &ri);
+    if (ri.scheme == POLICY_SCHEME_SIGV4 || (t->raw = secmem_dup(token, len)) == NULL)
+        goto fail;
+    t->raw_len = len;
+    if (policy_wire_make(p, rule, t->raw, len, &t->w, &t->w_alloc) < 0)
+        goto fail;
+    if (inject_wire(h, &ri, &t->w) < 0)
+        goto fail;
+    return t;
+fail:
+    inject_token_free(&t);
+    return NULL;
+}
+
+size_t inject_token_forms(const struct inject_token *t, struct inject_form forms[INJECT_MAX_FORMS])
+{
+    for (size_t i = 0; i < t->w.nforms; i++)
+        forms[i] = t->w.forms[i];
+    return t->w.nforms;
 }

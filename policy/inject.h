@@ -9,8 +9,11 @@
 
 #include <stddef.h>
 
+#include <time.h>
+
 #include "policy/httphead.h"
 #include "policy/policy.h"
+#include "policy/sigv4.h"
 
 /* The forms of a rule's secret that reflection masking looks for. */
 #define INJECT_MAX_FORMS 3
@@ -21,18 +24,41 @@ struct inject_form {
 
 /*
  * Applies rule `rule` of p to h: bearer/basic set Authorization, header sets <name>, query
- * sets <name>=<percent-encoded secret> in the target. Every existing instance of the header
- * (or query parameter) is replaced, never duplicated. Returns 0, or -1 (out of memory, head
- * cap exceeded, target not in origin-form for query) with h possibly partly changed: the caller
- * must then not forward h.
+ * sets <name>=<percent-encoded secret> in the target (sigv4 rules fail here: inject_sigv4). Every
+ * existing instance of the header (or query parameter) is replaced, never duplicated. Returns 0, or
+ * -1 (out of memory, head cap exceeded, target not in origin-form for query) with h possibly partly
+ * changed: the caller must then not forward h.
  */
 int inject_apply(struct http_head *h, const struct policy *p, int rule);
 
 /*
+ * Signs h for sigv4 rule `rule` of p (SPEC §3 "AWS Signature Version 4", policy/sigv4.h): the
+ * client's signature fields are replaced, X-Amz-Date is now, payload_hash is the body's hex
+ * SHA-256 or SIGV4_UNSIGNED. The signature's hex goes to sig_hex (for masking). 0 or -1 (not a
+ * sigv4 rule, no Host, out of memory): then h must not be forwarded.
+ */
+int inject_sigv4(struct http_head *h, const struct policy *p, int rule, const char *payload_hash,
+                 time_t now, char sig_hex[SIGV4_HEX_LEN + 1]);
+
+/*
  * Fills forms[] with the distinct byte strings reflection masking looks for, each in every
  * spelling (proxy/mask.h): the raw secret, whose spellings include the percent-encoded query
- * value, and for basic the base64 of user:secret. Returns how many (1..INJECT_MAX_FORMS).
+ * value; for basic the base64 of user:secret; for sigv4 the secret key and the session token,
+ * to which the exchange adds each request's signature. Returns how many (1..INJECT_MAX_FORMS).
  */
 size_t inject_forms(const struct policy *p, int rule, struct inject_form forms[INJECT_MAX_FORMS]);
+
+/*
+ * A credential whose value arrives at run time (an oauth2 access token, SPEC §3): rule `rule`'s
+ * scheme applied to h with token as the secret, every instance of the header or parameter
+ * replaced as inject_apply does. The returned object holds the wire forms (for masking) in
+ * wiped memory; free it with inject_token_free once the response is done. NULL (h possibly
+ * partly changed: do not forward it) on failure or for a sigv4 rule.
+ */
+struct inject_token;
+struct inject_token *inject_token_apply(struct http_head *h, const struct policy *p, int rule,
+                                        const char *token, size_t len);
+size_t inject_token_forms(const struct inject_token *t, struct inject_form forms[INJECT_MAX_FORMS]);
+void inject_token_free(struct inject_token **tp);
 
 #endif

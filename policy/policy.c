@@ -10,11 +10,13 @@
  */
 #include "policy/policy.h"
 #include "policy/policy_int.h"
+#include "policy/scope.h"
 #include "common/caps.h"
 #include "common/redact.h"
 #include "common/secmem.h"
 
 #include <openssl/evp.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,6 +49,13 @@ struct policy {
     struct policy_wire *wire;
     size_t *wire_lens; /* allocation size of each wire value buffer, for wiping */
     struct plist rules, entries;
+    struct plist pathrules; /* the rules with a `paths` scope (indexes into pathidx) */
+    size_t *pathidx;        /* rule index of each entry of pathrules */
+    size_t npathrules;
+    size_t *oauth; /* secret index of each oauth2 source a rule uses */
+    size_t noauth;
+    void **oauth_slot; /* what the token manager attached to each (policy_oauth_attach) */
+    void (*oauth_release)(void *slot);
     enum policy_mode mode;
     char *mode_reason;
     char **warnings;
@@ -71,15 +80,17 @@ static int slot_cmp(const void *a, const void *b)
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-static size_t pindex_find(const struct pindex *ix, const char *key)
+/* Lowest index >= from of the slots with this key, or NO_MATCH. */
+static size_t pindex_find_from(const struct pindex *ix, const char *key, size_t from)
 {
     size_t lo = 0, hi = ix->n;
 
-    /* lower bound: the first slot with this key holds the lowest index */
+    /* lower bound of (key, from) in the (key, idx) order of the slots */
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(ix->slots[mid].key, key);
 
-        if (strcmp(ix->slots[mid].key, key) < 0)
+        if (c < 0 || (c == 0 && ix->slots[mid].idx < from))
             lo = mid + 1;
         else
             hi = mid;
@@ -89,8 +100,13 @@ static size_t pindex_find(const struct pindex *ix, const char *key)
     return NO_MATCH;
 }
 
-/* Lowest index of a wildcard whose suffix lies strictly above host. */
-static size_t pindex_find_suffix(const struct pindex *ix, const char *host)
+static size_t pindex_find(const struct pindex *ix, const char *key)
+{
+    return pindex_find_from(ix, key, 0);
+}
+
+/* Lowest index >= from of a wildcard whose suffix lies strictly above host. */
+static size_t pindex_find_suffix(const struct pindex *ix, const char *host, size_t from)
 {
     size_t best = NO_MATCH, i;
 
@@ -99,7 +115,7 @@ static size_t pindex_find_suffix(const struct pindex *ix, const char *host)
     for (const char *dot = strchr(host, '.'); dot != NULL; dot = strchr(dot + 1, '.')) {
         if (dot == host)
             continue;
-        i = pindex_find(ix, dot + 1);
+        i = pindex_find_from(ix, dot + 1, from);
         if (i < best)
             best = i;
     }
@@ -200,24 +216,35 @@ static bool entries_match(const struct policy *p, const char *host, bool block)
     return false;
 }
 
-static size_t first_rule(const struct policy *p, const char *host)
+/*
+ * Lowest index >= from of l whose pattern matches host; get() gives the matcher of an index
+ * (needed for regexes only). A regex that hits its match limit counts as no match.
+ */
+static size_t plist_first(const struct plist *l, const char *host, size_t from,
+                          const struct hostmatch *(*get)(const void *, size_t), const void *arg)
 {
-    const struct plist *l = &p->rules;
     size_t best = NO_MATCH, i;
 
-    i = pindex_find(&l->exact, host);
+    i = pindex_find_from(&l->exact, host, from);
     if (i < best)
         best = i;
-    i = pindex_find_suffix(&l->wild, host);
+    i = pindex_find_suffix(&l->wild, host, from);
     if (i < best)
         best = i;
+    if (l->star != NO_MATCH && l->star >= from && l->star < best && host[0] != '\0')
+        best = l->star;
     for (size_t k = 0; k < l->nregex && l->regex[k] < best; k++) {
-        if (hostmatch_match(p->v->rules[l->regex[k]].match, host) == 1) {
+        if (l->regex[k] >= from && hostmatch_match(get(arg, l->regex[k]), host) == 1) {
             best = l->regex[k];
             break;
         }
     }
     return best;
+}
+
+static size_t first_rule(const struct policy *p, const char *host, size_t from)
+{
+    return plist_first(&p->rules, host, from, rule_match_at, p->v);
 }
 
 void policy_decide(const struct policy *p, const char *host, struct policy_decision *out)
@@ -229,7 +256,7 @@ void policy_decide(const struct policy *p, const char *host, struct policy_decis
         host = "";
     if (entries_match(p, host, true)) {
         d.designated = true;
-    } else if ((r = first_rule(p, host)) != NO_MATCH) {
+    } else if ((r = first_rule(p, host, 0)) != NO_MATCH) {
         d.verdict = POLICY_INJECT;
         d.rule = (int)r;
         d.designated = true;
@@ -237,6 +264,85 @@ void policy_decide(const struct policy *p, const char *host, struct policy_decis
         d.verdict = POLICY_ALLOW;
     }
     *out = d;
+}
+
+/* The path-scoped rules whose host pattern matches host: is there any? */
+static const struct hostmatch *pathrule_match_at(const void *arg, size_t i)
+{
+    const struct policy *p = arg;
+
+    return p->v->rules[p->pathidx[i]].match;
+}
+
+/* 1 when rule r's scope admits the method and the decoded path (NULL when not needed). */
+static bool scope_admits(const struct vault_rule *r, const char *method, const char *path,
+                         size_t plen)
+{
+    bool ok = r->nmethods == 0;
+
+    for (size_t i = 0; i < r->nmethods && !ok; i++)
+        ok = strcmp(r->methods[i], method) == 0;
+    if (!ok || r->npaths == 0)
+        return ok;
+    for (size_t i = 0; i < r->npaths && path != NULL; i++) {
+        if (scope_prefix_admits(r->paths_dec[i], r->paths_len[i], path, plen))
+            return true;
+    }
+    return false;
+}
+
+/* The first rule from `first` on whose host pattern matches and whose scope admits the request
+ * (path decoded, or NULL when the host has no path-scoped rule), or NO_MATCH. */
+static size_t first_admitting(const struct policy *p, const char *host, size_t first,
+                              const char *method, const char *path, size_t plen)
+{
+    for (size_t r = first; r != NO_MATCH; r = first_rule(p, host, r + 1)) {
+        if (scope_admits(&p->v->rules[r], method, path, plen))
+            return r;
+    }
+    return NO_MATCH;
+}
+
+int policy_decide_request(const struct policy *p, const char *host, const char *method,
+                          const char *target, size_t tlen, struct policy_decision *out,
+                          const char **why)
+{
+    struct policy_decision d = {.verdict = POLICY_BLOCK, .rule = -1};
+    char stackbuf[1024], *dec = NULL;
+    size_t first, r, plen = 0, rawlen;
+
+    if (host == NULL)
+        host = "";
+    *why = NULL;
+    if (entries_match(p, host, true) || (first = first_rule(p, host, 0)) == NO_MATCH) {
+        /* a blocked host, or one without rules: the host decides alone */
+        policy_decide(p, host, out);
+        return 0;
+    }
+    d.designated = true;
+    if (p->npathrules > 0 &&
+        plist_first(&p->pathrules, host, 0, pathrule_match_at, p) != NO_MATCH) {
+        rawlen = scope_path_len(target, tlen);
+        if (!scope_path_canonical(target, rawlen, why))
+            return 400;
+        dec = rawlen <= sizeof(stackbuf) ? stackbuf : malloc(rawlen);
+        if (dec == NULL) {
+            *why = "out of memory";
+            return 500;
+        }
+        plen = scope_decode(target, rawlen, dec);
+    }
+    r = first_admitting(p, host, first, method, dec, plen);
+    if (r != NO_MATCH) {
+        d.verdict = POLICY_INJECT;
+        d.rule = (int)r;
+    } else {
+        d.out_of_scope = true;
+    }
+    if (dec != stackbuf)
+        free(dec);
+    *out = d;
+    return 0;
 }
 
 /* ---- wire forms ---- */
@@ -320,8 +426,8 @@ static void wire_add_form(struct policy_wire *w, const char *bytes, size_t len)
  * percent) is `enc`, kept alive by pointing value into it for query and by the value buffer's
  * tail for basic.
  */
-static int wire_build(const struct vault_rule *r, const struct vault_secret *s,
-                      struct policy_wire *w, size_t *alloc_len)
+static int wire_build(const struct vault *v, const struct vault_rule *r, const char *secret,
+                      size_t slen, struct policy_wire *w, size_t *alloc_len)
 {
     char *enc = NULL, *val = NULL;
     size_t enc_len = 0, val_len = 0;
@@ -329,18 +435,22 @@ static int wire_build(const struct vault_rule *r, const struct vault_secret *s,
 
     switch (r->scheme) {
     case POLICY_SCHEME_BEARER:
-        rc = wire_concat("Bearer ", s->value, s->len, &val, &val_len);
+        rc = wire_concat("Bearer ", secret, slen, &val, &val_len);
         break;
     case POLICY_SCHEME_BASIC:
-        enc = basic_token(r->username, s->value, s->len, &enc_len);
+        enc = basic_token(r->username, secret, slen, &enc_len);
         rc = enc == NULL ? -1 : wire_concat("Basic ", enc, enc_len, &val, &val_len);
         break;
     case POLICY_SCHEME_HEADER:
-        rc = wire_concat("", s->value, s->len, &val, &val_len);
+        rc = wire_concat("", secret, slen, &val, &val_len);
         break;
     case POLICY_SCHEME_QUERY:
-        enc = policy_pct_encode(s->value, s->len, &enc_len);
+        enc = policy_pct_encode(secret, slen, &enc_len);
         rc = enc == NULL ? -1 : wire_concat("", enc, enc_len, &val, &val_len);
+        break;
+    case POLICY_SCHEME_SIGV4:
+        /* no fixed header value: each request is signed (inject_sigv4) */
+        rc = wire_concat("", "", 0, &val, &val_len);
         break;
     }
     secmem_free(&enc, enc_len + 1);
@@ -349,12 +459,25 @@ static int wire_build(const struct vault_rule *r, const struct vault_secret *s,
     w->value = val;
     w->value_len = val_len;
     *alloc_len = val_len + 1;
+    if (slen == 0)
+        return 0; /* an oauth2 rule's wire forms are made per token (inject_token) */
     /* The masker finds every percent-encoding of the raw form itself (the query value is one
-     * of them); base64 is a form of its own. */
-    wire_add_form(w, s->value, s->len);
+     * of them); base64 is a form of its own, as is a sigv4 rule's session token. */
+    wire_add_form(w, secret, slen);
     if (r->scheme == POLICY_SCHEME_BASIC)
         wire_add_form(w, val + 6, val_len - 6);
+    else if (r->scheme == POLICY_SCHEME_SIGV4 && r->session_token != SIZE_MAX)
+        wire_add_form(w, v->secrets[r->session_token].value, v->secrets[r->session_token].len);
     return 0;
+}
+
+int policy_wire_make(const struct policy *p, int rule, const char *secret, size_t len,
+                     struct policy_wire *w, size_t *alloc_len)
+{
+    if (rule < 0 || (size_t)rule >= p->v->nrules || len == 0)
+        return -1;
+    memset(w, 0, sizeof(*w));
+    return wire_build(p->v, &p->v->rules[rule], secret, len, w, alloc_len);
 }
 
 /* ---- derived facts: mode, warnings, notes, names ---- */
@@ -493,13 +616,37 @@ static int policy_build(struct policy *p)
     if (p->wire == NULL || p->wire_lens == NULL)
         return -1;
     for (size_t i = 0; i < v->nrules; i++) {
-        if (wire_build(&v->rules[i], &v->secrets[v->rules[i].secret], &p->wire[i],
-                       &p->wire_lens[i]) != 0)
+        const struct vault_secret *sec = &v->secrets[v->rules[i].secret];
+
+        /* an oauth2 secret has no value yet: an empty wire, made per token at run time */
+        if (wire_build(v, &v->rules[i], sec->oauth != NULL ? "" : sec->value,
+                       sec->oauth != NULL ? 0 : sec->len, &p->wire[i], &p->wire_lens[i]) != 0)
             return -1;
     }
     if (plist_build(&p->rules, v->nrules, rule_match_at, v) != 0 ||
         plist_build(&p->entries, v->nentries, entry_match_at, v) != 0)
         return -1;
+    p->pathidx = calloc(v->nrules + 1, sizeof(*p->pathidx));
+    if (p->pathidx == NULL)
+        return -1;
+    for (size_t i = 0; i < v->nrules; i++) {
+        if (v->rules[i].npaths > 0)
+            p->pathidx[p->npathrules++] = i;
+    }
+    if (plist_build(&p->pathrules, p->npathrules, pathrule_match_at, p) != 0)
+        return -1;
+    p->oauth = calloc(v->nsecrets + 1, sizeof(*p->oauth));
+    p->oauth_slot = calloc(v->nsecrets + 1, sizeof(*p->oauth_slot));
+    if (p->oauth == NULL || p->oauth_slot == NULL)
+        return -1;
+    for (size_t i = 0; i < v->nsecrets; i++) {
+        for (size_t r = 0; v->secrets[i].oauth != NULL && r < v->nrules; r++) {
+            if (v->rules[r].secret == i) {
+                p->oauth[p->noauth++] = i;
+                break;
+            }
+        }
+    }
     if (derive_mode(p) != 0 || derive_messages(p) != 0 || derive_names(p) != 0)
         return -1;
     return 0;
@@ -516,6 +663,14 @@ static void policy_free(struct policy *p)
     free(p->wire_lens);
     plist_free(&p->rules);
     plist_free(&p->entries);
+    plist_free(&p->pathrules);
+    free(p->pathidx);
+    for (size_t i = 0; i < p->noauth; i++) {
+        if (p->oauth_slot[i] != NULL && p->oauth_release != NULL)
+            p->oauth_release(p->oauth_slot[i]);
+    }
+    free(p->oauth);
+    free(p->oauth_slot);
     for (size_t i = 0; i < p->nwarnings; i++)
         free(p->warnings[i]);
     for (size_t i = 0; i < p->nnotes; i++)
@@ -636,6 +791,156 @@ void policy_rule_info(const struct policy *p, size_t idx, struct policy_rule_inf
     out->scheme = r->scheme;
     out->name = r->name;
     out->username = r->username;
+    out->methods = (const char *const *)r->methods;
+    out->nmethods = r->nmethods;
+    out->paths = (const char *const *)r->paths;
+    out->npaths = r->npaths;
+    out->region = r->region;
+    out->service = r->service;
+    out->oauth = -1;
+    for (size_t i = 0; i < p->noauth; i++) {
+        if (p->oauth[i] == r->secret)
+            out->oauth = (int)i;
+    }
+}
+
+size_t policy_oauth_count(const struct policy *p)
+{
+    return p->noauth;
+}
+
+void policy_oauth_info(const struct policy *p, size_t i, struct policy_oauth *out)
+{
+    const struct vault_secret *s;
+    const struct vault_oauth *o;
+
+    if (i >= p->noauth)
+        return;
+    s = &p->v->secrets[p->oauth[i]];
+    o = s->oauth;
+    out->secret_name = s->name;
+    out->token_url = o->token_url;
+    out->host = o->host;
+    out->port = o->port;
+    out->target = o->target;
+    out->refresh_grant = o->refresh_grant;
+    out->auth_post = o->auth_post;
+    out->client_id = o->client_id;
+    out->scope = o->scope;
+    out->audience = o->audience;
+    out->client_secret =
+        o->client_secret != SIZE_MAX ? p->v->secrets[o->client_secret].value : NULL;
+    out->client_secret_len = o->client_secret != SIZE_MAX ? p->v->secrets[o->client_secret].len : 0;
+    out->refresh_token =
+        o->refresh_token != SIZE_MAX ? p->v->secrets[o->refresh_token].value : NULL;
+    out->refresh_token_len = o->refresh_token != SIZE_MAX ? p->v->secrets[o->refresh_token].len : 0;
+}
+
+void policy_oauth_attach(struct policy *p, size_t i, void *slot, void (*release)(void *slot))
+{
+    if (i >= p->noauth)
+        return;
+    p->oauth_slot[i] = slot;
+    p->oauth_release = release;
+}
+
+void *policy_oauth_slot(const struct policy *p, size_t i)
+{
+    return i < p->noauth ? p->oauth_slot[i] : NULL;
+}
+
+/* Appends to buf (size len, used *o) what fmt makes. */
+static void describe_add(char *buf, size_t len, size_t *o, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void describe_add(char *buf, size_t len, size_t *o, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (*o >= len)
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(buf + *o, len - *o, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *o = *o + (size_t)n < len ? *o + (size_t)n : len - 1;
+}
+
+void policy_rule_describe(const struct policy *p, size_t idx, char *buf, size_t len)
+{
+    const struct vault_rule *r;
+    char q[300], name[VG_SECRET_NAME_MAX + 1];
+    size_t o = 0;
+
+    if (len == 0)
+        return;
+    buf[0] = '\0';
+    if (idx >= p->v->nrules)
+        return;
+    r = &p->v->rules[idx];
+    vault_quote(q, sizeof(q), r->pattern);
+    describe_add(buf, len, &o, "rules[%zu]: %s -> %s (%s", idx, q,
+                 redact_copy(name, sizeof(name), p->v->secrets[r->secret].name),
+                 policy_scheme_name(r->scheme));
+    if (r->scheme == POLICY_SCHEME_SIGV4)
+        describe_add(buf, len, &o, " %s %s%s", r->service, r->region,
+                     r->session_token != SIZE_MAX ? " with session token" : "");
+    if (p->v->secrets[r->secret].oauth != NULL) {
+        const struct vault_oauth *oa = p->v->secrets[r->secret].oauth;
+
+        describe_add(buf, len, &o, ", oauth2 %s from %s",
+                     oa->refresh_grant ? "refresh_token" : "client_credentials", oa->host);
+    }
+    describe_add(buf, len, &o, "); methods:");
+    for (size_t i = 0; i < r->nmethods; i++)
+        describe_add(buf, len, &o, " %s", r->methods[i]);
+    describe_add(buf, len, &o, "%s; paths:", r->nmethods == 0 ? " any" : "");
+    for (size_t i = 0; i < r->npaths; i++) {
+        vault_quote(q, sizeof(q), r->paths[i]);
+        describe_add(buf, len, &o, " %s", q);
+    }
+    describe_add(buf, len, &o, "%s", r->npaths == 0 ? " any" : "");
+}
+
+/* An array of the strings v[0..n), each through the redactor, or JSON null when n is 0. */
+static cJSON *describe_array(char *const *v, size_t n)
+{
+    char shown[VG_PATTERN_MAX + REDACT_TOKEN_RUN + 1];
+    cJSON *a = n > 0 ? cJSON_CreateArray() : cJSON_CreateNull();
+
+    for (size_t i = 0; a != NULL && i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateString(redact_copy(shown, sizeof(shown), v[i])));
+    return a;
+}
+
+cJSON *policy_rule_json(const struct policy *p, size_t idx)
+{
+    char shown[VG_PATTERN_MAX + REDACT_TOKEN_RUN + 1];
+    const struct vault_rule *r;
+    cJSON *o;
+
+    if (idx >= p->v->nrules || (o = cJSON_CreateObject()) == NULL)
+        return NULL;
+    r = &p->v->rules[idx];
+    cJSON_AddStringToObject(o, "host_pattern", redact_copy(shown, sizeof(shown), r->pattern));
+    cJSON_AddStringToObject(o, "secret",
+                            redact_copy(shown, sizeof(shown), p->v->secrets[r->secret].name));
+    cJSON_AddStringToObject(o, "scheme", policy_scheme_name(r->scheme));
+    if (r->scheme == POLICY_SCHEME_SIGV4) {
+        cJSON_AddStringToObject(o, "service", r->service);
+        cJSON_AddStringToObject(o, "region", r->region);
+    }
+    if (p->v->secrets[r->secret].oauth != NULL) {
+        const struct vault_oauth *oa = p->v->secrets[r->secret].oauth;
+
+        cJSON_AddStringToObject(o, "oauth2_grant",
+                                oa->refresh_grant ? "refresh_token" : "client_credentials");
+        cJSON_AddStringToObject(o, "token_host", oa->host);
+    }
+    cJSON_AddItemToObject(o, "methods", describe_array(r->methods, r->nmethods));
+    cJSON_AddItemToObject(o, "paths", describe_array(r->paths, r->npaths));
+    return o;
 }
 
 const struct policy_name *policy_names(const struct policy *p, size_t *n)
@@ -667,6 +972,8 @@ const char *policy_scheme_name(enum policy_scheme s)
         return "header";
     case POLICY_SCHEME_QUERY:
         return "query";
+    case POLICY_SCHEME_SIGV4:
+        return "sigv4";
     }
     return "unknown";
 }

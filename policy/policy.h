@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <cjson/cJSON.h>
+
 struct policy;
 
 enum policy_mode {
@@ -30,12 +32,14 @@ enum policy_scheme {
     POLICY_SCHEME_BASIC,
     POLICY_SCHEME_HEADER,
     POLICY_SCHEME_QUERY,
+    POLICY_SCHEME_SIGV4,
 };
 
 struct policy_decision {
     enum policy_verdict verdict;
-    int rule;        /* index of the matching rule for POLICY_INJECT, else -1 */
-    bool designated; /* a rule host or a block entry: intercepted in default routing */
+    int rule;          /* index of the matching rule for POLICY_INJECT, else -1 */
+    bool designated;   /* a rule host or a block entry: intercepted in default routing */
+    bool out_of_scope; /* POLICY_BLOCK by step 3: rules match the host, none admits the request */
 };
 
 /* Read-only view of one rule, for logs, metrics and status. Never holds the secret. */
@@ -43,8 +47,37 @@ struct policy_rule_info {
     const char *host_pattern; /* as written in the vault */
     const char *secret_name;
     enum policy_scheme scheme;
-    const char *name;     /* header or query parameter name, or NULL */
-    const char *username; /* basic only, else NULL */
+    const char *name;           /* header or query parameter name, or NULL */
+    const char *username;       /* basic only, else NULL */
+    const char *const *methods; /* scope: NULL (every method) or nmethods tokens */
+    size_t nmethods;
+    const char *const *paths; /* scope: NULL (every path) or npaths prefixes as written */
+    size_t npaths;
+    const char *region;  /* sigv4 only, else NULL */
+    const char *service; /* sigv4 only, else NULL */
+    int oauth;           /* its secret is oauth2 source number `oauth`, else -1 */
+};
+
+/*
+ * An oauth2 secret source a rule uses (SPEC §3 "OAuth 2.0 access tokens"), for the token
+ * manager (proxy/oauth.c) only: it carries the client secret and the refresh token, which go to
+ * the token endpoint and nowhere else. Strings live as long as the snapshot.
+ */
+struct policy_oauth {
+    const char *secret_name;
+    const char *token_url;
+    const char *host; /* normalised */
+    int port;
+    const char *target; /* origin-form path[?query] */
+    bool refresh_grant; /* grant refresh_token, else client_credentials */
+    bool auth_post;     /* client_auth post, else basic */
+    const char *client_id;
+    const char *scope;         /* or NULL */
+    const char *audience;      /* or NULL */
+    const char *client_secret; /* or NULL */
+    size_t client_secret_len;
+    const char *refresh_token; /* as the vault holds it, or NULL */
+    size_t refresh_token_len;
 };
 
 /* One exact name the vault lists (for nameConstraints and /etc/hosts lines). */
@@ -78,8 +111,24 @@ struct policy *policy_ref(struct policy *p);
 /* Drops a reference and NULLs *pp; the last one wipes secrets and frees. NULL-safe. */
 void policy_unref(struct policy **pp);
 
-/* Decision for a normalised host (hostname_normalize). Never fails. */
+/*
+ * Decision for a normalised host (hostname_normalize), by the host alone: which hosts a
+ * connection may reach and which are intercepted (a rule's host is POLICY_INJECT with its first
+ * rule, whatever the scopes). Never fails.
+ */
 void policy_decide(const struct policy *p, const char *host, struct policy_decision *out);
+
+/*
+ * Decision for one request (SPEC §3 "Decision for one request"): the host, then the rules'
+ * scopes for the method and the target (origin-form "/path?query", or "*"). A host that has a
+ * rule with `paths` needs a canonical path (policy/scope.h): else 400 with a fixed reason in
+ * *why and *out untouched (500 when memory runs out). Otherwise 0 with *out filled: block
+ * (out_of_scope when rules match the host but none admits the request), inject with the first
+ * admitting rule, or allow.
+ */
+int policy_decide_request(const struct policy *p, const char *host, const char *method,
+                          const char *target, size_t tlen, struct policy_decision *out,
+                          const char **why);
 
 /* Routing mode and the first reason, e.g. `host_policy.default is "block"`. */
 enum policy_mode policy_mode(const struct policy *p, const char **reason);
@@ -90,6 +139,27 @@ size_t policy_rule_count(const struct policy *p);
 size_t policy_host_entry_count(const struct policy *p);
 size_t policy_secret_count(const struct policy *p);
 void policy_rule_info(const struct policy *p, size_t idx, struct policy_rule_info *out);
+
+/*
+ * Rule idx for `vaultgate check`: one line of text into buf ("rules[0]: "api.github.com" ->
+ * GITHUB_PAT (basic); methods: GET HEAD; paths: "/repos/acme""), or a JSON object (host_pattern,
+ * secret, scheme, methods, paths; null for an absent scope; NULL when out of memory). Every
+ * vault string passes the redactor; never a secret value.
+ */
+void policy_rule_describe(const struct policy *p, size_t idx, char *buf, size_t len);
+cJSON *policy_rule_json(const struct policy *p, size_t idx);
+
+/* The oauth2 sources rules use: how many, and number i. */
+size_t policy_oauth_count(const struct policy *p);
+void policy_oauth_info(const struct policy *p, size_t i, struct policy_oauth *out);
+
+/*
+ * The token manager's state for source i, attached before the snapshot is published (the one
+ * thing set on a snapshot after policy_load; never afterwards). release(slot) runs for each
+ * attached slot when the last reference to the snapshot goes, on whichever thread drops it.
+ */
+void policy_oauth_attach(struct policy *p, size_t i, void *slot, void (*release)(void *slot));
+void *policy_oauth_slot(const struct policy *p, size_t i);
 
 /* Exact names the vault lists, deduplicated, in vault order. Valid while p lives. */
 const struct policy_name *policy_names(const struct policy *p, size_t *n);

@@ -25,6 +25,14 @@ const struct vault *policy_vault(const struct policy *p);
 /* Wire material of rule `rule`, or NULL when rule is out of range. */
 const struct policy_wire *policy_wire(const struct policy *p, int rule);
 
+/*
+ * The wire material of rule `rule` for a secret given at run time (an oauth2 access token):
+ * w->value is a new buffer of *alloc_len bytes (wipe and free it with secmem_free), the forms
+ * point into it and into secret, which must outlive w. 0 or -1.
+ */
+int policy_wire_make(const struct policy *p, int rule, const char *secret, size_t len,
+                     struct policy_wire *w, size_t *alloc_len);
+
 /* Percent-encodes len bytes (RFC 3986 unreserved kept, others %XX upper case) into a new
  * secmem buffer of *outlen bytes plus NUL. NULL on out of memory. */
 char *policy_pct_encode(const char *s, size_t len, size_t *outlen);

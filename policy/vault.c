@@ -10,6 +10,7 @@
  * secrets are removed from the environment once read.
  */
 #include "policy/vault.h"
+#include "policy/vault_int.h"
 #include "policy/httphead.h"
 #include "policy/secretsrc.h"
 #include "common/caps.h"
@@ -24,27 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define VAULT_PATH_MAX     384
-#define VAULT_QUOTE_MAX    64
-#define VAULT_NAME_MAX     256 /* header / query parameter names, usernames */
 #define VAULT_ENVNAME_MAX  255
 #define VAULT_FILEPATH_MAX 4096
-
-struct vctx {
-    char path[VAULT_PATH_MAX];
-    size_t plen;
-    bool unread; /* env and file sources are checked but not read (vault_load_unread) */
-    char *err;
-    size_t errlen;
-    struct vault *v;
-};
-
-/* One row of a fixed-field object's schema. */
-struct vfield {
-    const char *key;
-    int type; /* cJSON_String, cJSON_Number, cJSON_Object, cJSON_Array */
-    bool required;
-};
 
 static const struct vfield top_fields[] = {
     {"version", cJSON_Number, true},      {"run", cJSON_Object, false},
@@ -63,62 +45,15 @@ static const struct vfield secret_fields[] = {
     {"value", cJSON_String, false},
     {"env", cJSON_String, false},
     {"file", cJSON_String, false},
+    {"oauth2", cJSON_Object, false},
 };
-enum { SEC_VALUE, SEC_ENV, SEC_FILE, SEC_N };
-
-static const struct vfield rule_fields[] = {
-    {"host_pattern", cJSON_String, true}, {"secret", cJSON_String, true},
-    {"scheme", cJSON_String, true},       {"name", cJSON_String, false},
-    {"username", cJSON_String, false},
-};
-enum { RULE_PATTERN, RULE_SECRET, RULE_SCHEME, RULE_NAME, RULE_USERNAME, RULE_N };
+enum { SEC_VALUE, SEC_ENV, SEC_FILE, SEC_OAUTH, SEC_N };
 
 static const struct vfield hostpol_fields[] = {
     {"default", cJSON_String, false},
     {"hosts", cJSON_Object, false},
 };
 enum { HP_DEFAULT, HP_HOSTS, HP_N };
-
-/* Which optional rule fields each scheme needs (1), refuses (0). */
-static const struct {
-    const char *name;
-    enum policy_scheme scheme;
-    bool name_field;
-    bool username_field;
-} schemes[] = {
-    {"bearer", POLICY_SCHEME_BEARER, false, false},
-    {"basic", POLICY_SCHEME_BASIC, false, true},
-    {"header", POLICY_SCHEME_HEADER, true, false},
-    {"query", POLICY_SCHEME_QUERY, true, false},
-};
-
-/* Headers a vault may not set: hop-by-hop, framing, routing, and what reflection relies on. */
-static const char *const forbidden_headers[] = {
-    "host",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authorization",
-    "proxy-authenticate",
-    "te",
-    "trailer",
-    "upgrade",
-    "expect",
-    "via",
-    "forwarded",
-    "max-forwards",
-    "x-forwarded-for",
-    "x-forwarded-host",
-    "x-forwarded-proto",
-    "x-forwarded-port",
-    "x-real-ip",
-    "proxy-status",
-    "accept-encoding",
-    "content-encoding",
-    "http2-settings",
-};
 
 /* ---- paths and errors ---- */
 
@@ -169,7 +104,7 @@ static int is_ident(const char *s)
 static size_t path_key_q(struct vctx *c, const char *key, bool always_quote)
 {
     size_t old = c->plen;
-    char q[VAULT_QUOTE_MAX * 4 + 16], shown[VAULT_QUOTE_MAX + 1];
+    char q[VAULT_QUOTE_BUF], shown[VAULT_QUOTE_MAX + 1];
     int n;
 
     if (!always_quote && is_ident(key) && strlen(key) <= VAULT_QUOTE_MAX &&
@@ -185,12 +120,12 @@ static size_t path_key_q(struct vctx *c, const char *key, bool always_quote)
     return old;
 }
 
-static size_t path_key(struct vctx *c, const char *key)
+size_t vault_path_key(struct vctx *c, const char *key)
 {
     return path_key_q(c, key, false);
 }
 
-static size_t path_index(struct vctx *c, size_t i)
+size_t vault_path_index(struct vctx *c, size_t i)
 {
     size_t old = c->plen;
     int n = snprintf(c->path + c->plen, sizeof(c->path) - c->plen, "[%zu]", i);
@@ -200,16 +135,14 @@ static size_t path_index(struct vctx *c, size_t i)
     return old;
 }
 
-static void path_pop(struct vctx *c, size_t old)
+void vault_path_pop(struct vctx *c, size_t old)
 {
     c->plen = old;
     c->path[old] = '\0';
 }
 
-static int verr(struct vctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 /* Writes "<path>: <message>" to the caller's buffer. Always returns -1. */
-static int verr(struct vctx *c, const char *fmt, ...)
+int vault_err(struct vctx *c, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -222,7 +155,7 @@ static int verr(struct vctx *c, const char *fmt, ...)
     return -1;
 }
 
-static const char *type_name(const cJSON *item)
+const char *vault_type_name(const cJSON *item)
 {
     if (cJSON_IsString(item))
         return "a string";
@@ -256,6 +189,10 @@ static int type_is(const cJSON *item, int type)
     return (item->type & 0xFF) == type;
 }
 
+/*
+ * Checks obj against a fixed schema: an object, no unknown or duplicate keys, each value of
+ * its type, required keys present. slots[i] receives the item for fields[i] or NULL.
+ */
 /* "unknown field", and the nearest known field when the key looks like a typo of one. */
 static int unknown_field(struct vctx *c, const char *key, const struct vfield *fields, size_t n)
 {
@@ -266,42 +203,39 @@ static int unknown_field(struct vctx *c, const char *key, const struct vfield *f
         keys[k] = fields[k].key;
     near = suggest_nearest(key, keys, k);
     if (near != NULL)
-        return verr(c, "unknown field; did you mean \"%s\"?", near);
-    return verr(c, "unknown field");
+        return vault_err(c, "unknown field; did you mean \"%s\"?", near);
+    return vault_err(c, "unknown field");
 }
 
-/*
- * Checks obj against a fixed schema: an object, no unknown or duplicate keys, each value of
- * its type, required keys present. slots[i] receives the item for fields[i] or NULL.
- */
-static int walk_object(struct vctx *c, const cJSON *obj, const struct vfield *fields, size_t n,
-                       const cJSON **slots)
+int vault_walk_object(struct vctx *c, const cJSON *obj, const struct vfield *fields, size_t n,
+                      const cJSON **slots)
 {
     const cJSON *it;
     size_t i, old;
 
     if (!cJSON_IsObject(obj))
-        return verr(c, "expected an object, got %s", type_name(obj));
+        return vault_err(c, "expected an object, got %s", vault_type_name(obj));
     for (i = 0; i < n; i++)
         slots[i] = NULL;
     cJSON_ArrayForEach(it, obj)
     {
         for (i = 0; i < n && strcmp(fields[i].key, it->string) != 0; i++)
             ;
-        old = path_key(c, it->string);
+        old = vault_path_key(c, it->string);
         if (i == n)
             return unknown_field(c, it->string, fields, n);
         if (slots[i] != NULL)
-            return verr(c, "duplicate field");
+            return vault_err(c, "duplicate field");
         if (!type_is(it, fields[i].type))
-            return verr(c, "expected %s, got %s", want_name(fields[i].type), type_name(it));
+            return vault_err(c, "expected %s, got %s", want_name(fields[i].type),
+                             vault_type_name(it));
         slots[i] = it;
-        path_pop(c, old);
+        vault_path_pop(c, old);
     }
     for (i = 0; i < n; i++) {
         if (fields[i].required && slots[i] == NULL) {
-            path_key(c, fields[i].key);
-            return verr(c, "missing required field");
+            vault_path_key(c, fields[i].key);
+            return vault_err(c, "missing required field");
         }
     }
     return 0;
@@ -336,81 +270,25 @@ static int secret_name_ok(const char *s)
     return 1;
 }
 
-static int is_tchar(unsigned char ch)
+int vault_is_tchar(unsigned char ch)
 {
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
            (ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
-}
-
-int vault_header_name_ok(const char *name, const char **why)
-{
-    size_t n = strlen(name);
-
-    *why = NULL;
-    if (n < 1 || n > VAULT_NAME_MAX) {
-        *why = "must be 1-256 characters";
-        return 0;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!is_tchar((unsigned char)name[i])) {
-            *why = "is not an RFC 9110 token";
-            return 0;
-        }
-    }
-    if (strchr(name, '_') != NULL) {
-        *why = "contains '_' (servers and proxies drop or rewrite such headers)";
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof(forbidden_headers) / sizeof(forbidden_headers[0]); i++) {
-        if (httphead_name_eq(name, strlen(name), forbidden_headers[i],
-                             strlen(forbidden_headers[i]))) {
-            *why = "is a hop-by-hop, framing or routing header";
-            return 0;
-        }
-    }
-    return 1;
-}
-
-static int query_name_ok(const char *s)
-{
-    size_t n = strlen(s);
-
-    if (n < 1 || n > VAULT_NAME_MAX)
-        return 0;
-    for (; *s != '\0'; s++) {
-        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
-              *s == '-' || *s == '.' || *s == '_' || *s == '~'))
-            return 0;
-    }
-    return 1;
-}
-
-static int username_ok(const char *s)
-{
-    size_t n = strlen(s);
-
-    if (n < 1 || n > VAULT_NAME_MAX)
-        return 0;
-    for (; *s != '\0'; s++) {
-        if (*s < 0x21 || *s > 0x7e || *s == ':')
-            return 0;
-    }
-    return 1;
 }
 
 /* Checks a secret's bytes; the error names the offset, never the bytes. */
 static int check_secret_bytes(struct vctx *c, const char *what, const char *s, size_t len)
 {
     if (len < 1 || len > VG_SECRET_MAX_BYTES)
-        return verr(c, "%ssecret must be 1-%d bytes, got %zu", what, VG_SECRET_MAX_BYTES, len);
+        return vault_err(c, "%ssecret must be 1-%d bytes, got %zu", what, VG_SECRET_MAX_BYTES, len);
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)s[i];
 
         if (ch != ' ' && (ch < 0x21 || ch > 0x7e))
-            return verr(c,
-                        "%ssecret has a forbidden byte at offset %zu (only visible ASCII and "
-                        "space; CR, LF, NUL and other controls are refused)",
-                        what, i);
+            return vault_err(c,
+                             "%ssecret has a forbidden byte at offset %zu (only visible ASCII and "
+                             "space; CR, LF, NUL and other controls are refused)",
+                             what, i);
     }
     return 0;
 }
@@ -423,7 +301,7 @@ static int unread_value(struct vctx *c, char **val, size_t *len)
     static const char placeholder[] = "(unread)";
 
     if ((*val = secmem_dup(placeholder, sizeof(placeholder) - 1)) == NULL)
-        return verr(c, "out of memory");
+        return vault_err(c, "out of memory");
     *len = sizeof(placeholder) - 1;
     return 0;
 }
@@ -434,38 +312,38 @@ static int secret_from_env(struct vctx *c, const char *var, char **val, size_t *
     size_t n = strlen(var);
 
     if (n < 1 || n > VAULT_ENVNAME_MAX || !is_ident(var))
-        return verr(c, "expected an environment variable name ([A-Za-z_][A-Za-z0-9_]*)");
+        return vault_err(c, "expected an environment variable name ([A-Za-z_][A-Za-z0-9_]*)");
     if (c->unread)
         return unread_value(c, val, len);
     if (secretsrc_env_take(var, val, len) != 0)
-        return verr(c, "environment variable %s is not set",
-                    redact_copy(shown, sizeof(shown), var));
+        return vault_err(c, "environment variable %s is not set",
+                         redact_copy(shown, sizeof(shown), var));
     return 0;
 }
 
 static int secret_from_file(struct vctx *c, const char *path, char **val, size_t *len)
 {
-    char why[128], q[VAULT_QUOTE_MAX * 4 + 16];
+    char why[128], q[VAULT_QUOTE_BUF];
     size_t n = strlen(path), got = 0;
     char *buf = NULL, *copy;
 
     vault_quote(q, sizeof(q), path);
     if (n < 2 || n > VAULT_FILEPATH_MAX || path[0] != '/')
-        return verr(c, "expected an absolute path, got %s", q);
+        return vault_err(c, "expected an absolute path, got %s", q);
     for (size_t i = 0; i < n; i++) {
         if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f)
-            return verr(c, "path contains a control character");
+            return vault_err(c, "path contains a control character");
     }
     if (c->unread)
         return unread_value(c, val, len);
     if (secretsrc_read_file(path, VG_SECRET_FILE_MAX_BYTES, &buf, &got, why, sizeof(why)) != 0)
-        return verr(c, "cannot read %s: %s", q, why);
+        return vault_err(c, "cannot read %s: %s", q, why);
     if (got > 0 && buf[got - 1] == '\n')
         got--;
     copy = secmem_dup(buf, got);
     secmem_free(&buf, VG_SECRET_FILE_MAX_BYTES + 2);
     if (copy == NULL)
-        return verr(c, "out of memory");
+        return vault_err(c, "out of memory");
     *val = copy;
     *len = got;
     return 0;
@@ -478,22 +356,22 @@ static int parse_run(struct vctx *c, const cJSON *run)
     const cJSON *f[RUN_N];
     size_t old;
 
-    if (walk_object(c, run, run_fields, RUN_N, f) != 0)
+    if (vault_walk_object(c, run, run_fields, RUN_N, f) != 0)
         return -1;
     for (int i = 0; i < RUN_N; i++) {
         if (f[i] == NULL)
             continue;
-        old = path_key(c, run_fields[i].key);
+        old = vault_path_key(c, run_fields[i].key);
         if (!run_id_ok(f[i]->valuestring))
-            return verr(c, "expected 1-128 characters of [A-Za-z0-9._:-]");
-        path_pop(c, old);
+            return vault_err(c, "expected 1-128 characters of [A-Za-z0-9._:-]");
+        vault_path_pop(c, old);
     }
     free(c->v->run_id);
     free(c->v->run_user);
     c->v->run_id = strdup(f[RUN_ID]->valuestring);
     c->v->run_user = strdup(f[RUN_USER] != NULL ? f[RUN_USER]->valuestring : "");
     if (c->v->run_id == NULL || c->v->run_user == NULL)
-        return verr(c, "out of memory");
+        return vault_err(c, "out of memory");
     return 0;
 }
 
@@ -505,19 +383,25 @@ static int parse_secret_source(struct vctx *c, const cJSON *obj, struct vault_se
     char *val = NULL;
     size_t len = 0, old;
 
-    if (walk_object(c, obj, secret_fields, SEC_N, f) != 0)
+    if (vault_walk_object(c, obj, secret_fields, SEC_N, f) != 0)
         return -1;
     for (int i = 0; i < SEC_N; i++) {
         if (f[i] != NULL && nsrc++ == 0)
             which = i;
     }
     if (nsrc != 1)
-        return verr(c, "exactly one of value, env, file is required (got %d)", nsrc);
-    old = path_key(c, secret_fields[which].key);
+        return vault_err(c, "exactly one of value, env, file, oauth2 is required (got %d)", nsrc);
+    old = vault_path_key(c, secret_fields[which].key);
+    if (which == SEC_OAUTH) {
+        if (vault_parse_oauth(c, f[which], s) != 0)
+            return -1;
+        vault_path_pop(c, old);
+        return 0;
+    }
     if (which == SEC_VALUE) {
         len = strlen(f[which]->valuestring);
         if ((val = secmem_dup(f[which]->valuestring, len)) == NULL)
-            return verr(c, "out of memory");
+            return vault_err(c, "out of memory");
     } else if (which == SEC_ENV) {
         if (secret_from_env(c, f[which]->valuestring, &val, &len) != 0)
             return -1;
@@ -529,7 +413,7 @@ static int parse_secret_source(struct vctx *c, const cJSON *obj, struct vault_se
     s->value = val;
     s->len = len;
     val = NULL;
-    path_pop(c, old);
+    vault_path_pop(c, old);
     rc = 0;
 out:
     secmem_free(&val, len + 1);
@@ -542,33 +426,33 @@ static int parse_secrets(struct vctx *c, const cJSON *secrets)
     size_t n = (size_t)cJSON_GetArraySize(secrets), i = 0, old;
 
     if (n > VG_VAULT_MAX_SECRETS)
-        return verr(c, "more than %d secrets", VG_VAULT_MAX_SECRETS);
+        return vault_err(c, "more than %d secrets", VG_VAULT_MAX_SECRETS);
     c->v->secrets = calloc(n > 0 ? n : 1, sizeof(*c->v->secrets));
     if (c->v->secrets == NULL)
-        return verr(c, "out of memory");
+        return vault_err(c, "out of memory");
     cJSON_ArrayForEach(it, secrets)
     {
         struct vault_secret *s = &c->v->secrets[i];
 
-        old = path_key(c, it->string);
+        old = vault_path_key(c, it->string);
         if (!secret_name_ok(it->string))
-            return verr(c, "secret name must match [A-Z][A-Z0-9_]{0,63}");
+            return vault_err(c, "secret name must match [A-Z][A-Z0-9_]{0,63}");
         for (size_t j = 0; j < i; j++) {
             if (strcmp(c->v->secrets[j].name, it->string) == 0)
-                return verr(c, "duplicate secret name");
+                return vault_err(c, "duplicate secret name");
         }
         s->name = strdup(it->string);
         if (s->name == NULL)
-            return verr(c, "out of memory");
+            return vault_err(c, "out of memory");
         c->v->nsecrets = ++i;
         if (parse_secret_source(c, it, s) != 0)
             return -1;
-        path_pop(c, old);
+        vault_path_pop(c, old);
     }
     return 0;
 }
 
-static int find_secret(const struct vault *v, const char *name, size_t *idx)
+int vault_find_secret(const struct vault *v, const char *name, size_t *idx)
 {
     for (size_t i = 0; i < v->nsecrets; i++) {
         if (strcmp(v->secrets[i].name, name) == 0) {
@@ -579,112 +463,39 @@ static int find_secret(const struct vault *v, const char *name, size_t *idx)
     return -1;
 }
 
-static int compile_pattern(struct vctx *c, const char *pattern, bool rule, struct hostmatch **out)
+int vault_ref_static_secret(struct vctx *c, const char *name, size_t *idx)
 {
-    char why[256], q[VAULT_QUOTE_MAX * 4 + 16], shown[VAULT_QUOTE_MAX + REDACT_TOKEN_RUN + 1];
+    char q[VAULT_QUOTE_BUF];
+
+    if (vault_find_secret(c->v, name, idx) != 0) {
+        vault_quote(q, sizeof(q), name);
+        return vault_err(c, "unknown secret %s", q);
+    }
+    if (c->v->secrets[*idx].oauth != NULL)
+        return vault_err(c, "needs a secret with a value (value, env or file), not an oauth2 "
+                            "source");
+    c->v->secrets[*idx].used = true;
+    return 0;
+}
+
+int vault_compile_pattern(struct vctx *c, const char *pattern, bool rule, struct hostmatch **out)
+{
+    char why[256], q[VAULT_QUOTE_BUF], shown[VAULT_QUOTE_MAX + REDACT_TOKEN_RUN + 1];
     struct hostmatch *m = hostmatch_compile(pattern, why, sizeof(why));
     bool masked = strcmp(redact_copy(shown, sizeof(shown), pattern), pattern) != 0;
 
     vault_quote(q, sizeof(q), pattern);
     if (m == NULL)
-        return verr(c, "%s: %s", q, redact_text(why));
+        return vault_err(c, "%s: %s", q, redact_text(why));
     if (rule && hostmatch_too_broad(m, why, sizeof(why))) {
         hostmatch_free(&m);
         /* the reason restates the pattern lower-cased, where a masked part (AKIA...) may no
          * longer look like a credential: leave it out then */
         if (masked)
-            return verr(c, "%s is too broad for a rule", q);
-        return verr(c, "%s is too broad for a rule: %s", q, redact_text(why));
+            return vault_err(c, "%s is too broad for a rule", q);
+        return vault_err(c, "%s is too broad for a rule: %s", q, redact_text(why));
     }
     *out = m;
-    return 0;
-}
-
-/* Scheme-specific fields: present exactly when the scheme needs them, and well-formed. */
-static int parse_rule_fields(struct vctx *c, const cJSON **f, size_t k, struct vault_rule *r)
-{
-    const char *why = NULL;
-    size_t old;
-
-    for (int i = RULE_NAME; i <= RULE_USERNAME; i++) {
-        bool need = i == RULE_NAME ? schemes[k].name_field : schemes[k].username_field;
-
-        old = path_key(c, rule_fields[i].key);
-        if (f[i] == NULL && need)
-            return verr(c, "required for scheme \"%s\"", schemes[k].name);
-        if (f[i] != NULL && !need)
-            return verr(c, "not allowed for scheme \"%s\"", schemes[k].name);
-        if (f[i] == NULL) {
-            path_pop(c, old);
-            continue;
-        }
-        if (i == RULE_USERNAME && !username_ok(f[i]->valuestring))
-            return verr(c, "expected 1-256 visible ASCII characters without ':'");
-        if (i == RULE_NAME && r->scheme == POLICY_SCHEME_HEADER &&
-            !vault_header_name_ok(f[i]->valuestring, &why))
-            return verr(c, "header name %s", why);
-        if (i == RULE_NAME && r->scheme == POLICY_SCHEME_QUERY && !query_name_ok(f[i]->valuestring))
-            return verr(c, "expected 1-256 characters of [A-Za-z0-9._~-]");
-        if ((*(i == RULE_NAME ? &r->name : &r->username) = strdup(f[i]->valuestring)) == NULL)
-            return verr(c, "out of memory");
-        path_pop(c, old);
-    }
-    return 0;
-}
-
-static int parse_rule(struct vctx *c, const cJSON *obj, struct vault_rule *r)
-{
-    const cJSON *f[RULE_N];
-    size_t k, old;
-
-    if (walk_object(c, obj, rule_fields, RULE_N, f) != 0)
-        return -1;
-    old = path_key(c, "host_pattern");
-    if (compile_pattern(c, f[RULE_PATTERN]->valuestring, true, &r->match) != 0)
-        return -1;
-    path_pop(c, old);
-    if ((r->pattern = strdup(f[RULE_PATTERN]->valuestring)) == NULL)
-        return verr(c, "out of memory");
-    old = path_key(c, "secret");
-    if (find_secret(c->v, f[RULE_SECRET]->valuestring, &r->secret) != 0) {
-        char q[VAULT_QUOTE_MAX * 4 + 16];
-
-        vault_quote(q, sizeof(q), f[RULE_SECRET]->valuestring);
-        return verr(c, "unknown secret %s", q);
-    }
-    c->v->secrets[r->secret].used = true;
-    path_pop(c, old);
-    old = path_key(c, "scheme");
-    for (k = 0; k < sizeof(schemes) / sizeof(schemes[0]); k++) {
-        if (strcmp(schemes[k].name, f[RULE_SCHEME]->valuestring) == 0)
-            break;
-    }
-    if (k == sizeof(schemes) / sizeof(schemes[0]))
-        return verr(c, "expected one of bearer, basic, header, query");
-    r->scheme = schemes[k].scheme;
-    path_pop(c, old);
-    return parse_rule_fields(c, f, k, r);
-}
-
-static int parse_rules(struct vctx *c, const cJSON *rules)
-{
-    size_t n = (size_t)cJSON_GetArraySize(rules), i = 0, old;
-    const cJSON *it;
-
-    if (n > VG_VAULT_MAX_RULES)
-        return verr(c, "more than %d rules", VG_VAULT_MAX_RULES);
-    c->v->rules = calloc(n > 0 ? n : 1, sizeof(*c->v->rules));
-    if (c->v->rules == NULL)
-        return verr(c, "out of memory");
-    cJSON_ArrayForEach(it, rules)
-    {
-        old = path_index(c, i);
-        c->v->nrules = i + 1;
-        if (parse_rule(c, it, &c->v->rules[i]) != 0)
-            return -1;
-        path_pop(c, old);
-        i++;
-    }
     return 0;
 }
 
@@ -698,14 +509,14 @@ static int check_duplicate_entries(struct vctx *c, const cJSON *hosts)
         const char *ti = hostmatch_text(v->entries[i].match);
 
         for (size_t j = 0; j < i; j++) {
-            char q[VAULT_QUOTE_MAX * 4 + 16];
+            char q[VAULT_QUOTE_BUF];
 
             if (hostmatch_kind(v->entries[j].match) != ki ||
                 strcmp(hostmatch_text(v->entries[j].match), ti) != 0)
                 continue;
             vault_quote(q, sizeof(q), v->entries[j].pattern);
             path_key_q(c, v->entries[i].pattern, true);
-            return verr(c, "same host pattern as host_policy.hosts[%s]", q);
+            return vault_err(c, "same host pattern as host_policy.hosts[%s]", q);
         }
     }
     (void)hosts;
@@ -718,26 +529,26 @@ static int parse_hosts(struct vctx *c, const cJSON *hosts)
     const cJSON *it;
 
     if (n > VG_VAULT_MAX_HOST_ENTRIES)
-        return verr(c, "more than %d entries", VG_VAULT_MAX_HOST_ENTRIES);
+        return vault_err(c, "more than %d entries", VG_VAULT_MAX_HOST_ENTRIES);
     c->v->entries = calloc(n > 0 ? n : 1, sizeof(*c->v->entries));
     if (c->v->entries == NULL)
-        return verr(c, "out of memory");
+        return vault_err(c, "out of memory");
     cJSON_ArrayForEach(it, hosts)
     {
         struct vault_entry *e = &c->v->entries[i];
 
         old = path_key_q(c, it->string, true);
         if (!cJSON_IsString(it))
-            return verr(c, "expected a string, got %s", type_name(it));
+            return vault_err(c, "expected a string, got %s", vault_type_name(it));
         if (strcmp(it->valuestring, "allow") != 0 && strcmp(it->valuestring, "block") != 0)
-            return verr(c, "expected one of allow, block");
+            return vault_err(c, "expected one of allow, block");
         c->v->nentries = ++i;
         e->block = it->valuestring[0] == 'b';
-        if (compile_pattern(c, it->string, false, &e->match) != 0)
+        if (vault_compile_pattern(c, it->string, false, &e->match) != 0)
             return -1;
         if ((e->pattern = strdup(it->string)) == NULL)
-            return verr(c, "out of memory");
-        path_pop(c, old);
+            return vault_err(c, "out of memory");
+        vault_path_pop(c, old);
     }
     return check_duplicate_entries(c, hosts);
 }
@@ -747,21 +558,21 @@ static int parse_host_policy(struct vctx *c, const cJSON *hp)
     const cJSON *f[HP_N];
     size_t old;
 
-    if (walk_object(c, hp, hostpol_fields, HP_N, f) != 0)
+    if (vault_walk_object(c, hp, hostpol_fields, HP_N, f) != 0)
         return -1;
     if (f[HP_DEFAULT] != NULL) {
-        old = path_key(c, "default");
+        old = vault_path_key(c, "default");
         if (strcmp(f[HP_DEFAULT]->valuestring, "allow") != 0 &&
             strcmp(f[HP_DEFAULT]->valuestring, "block") != 0)
-            return verr(c, "expected one of allow, block");
+            return vault_err(c, "expected one of allow, block");
         c->v->default_block = f[HP_DEFAULT]->valuestring[0] == 'b';
-        path_pop(c, old);
+        vault_path_pop(c, old);
     }
     if (f[HP_HOSTS] != NULL) {
-        old = path_key(c, "hosts");
+        old = vault_path_key(c, "hosts");
         if (parse_hosts(c, f[HP_HOSTS]) != 0)
             return -1;
-        path_pop(c, old);
+        vault_path_pop(c, old);
     }
     return 0;
 }
@@ -771,30 +582,30 @@ static int parse_top(struct vctx *c, const cJSON *root)
     const cJSON *f[TOP_N];
     size_t old;
 
-    if (walk_object(c, root, top_fields, TOP_N, f) != 0)
+    if (vault_walk_object(c, root, top_fields, TOP_N, f) != 0)
         return -1;
-    old = path_key(c, "version");
+    old = vault_path_key(c, "version");
     if (f[TOP_VERSION]->valuedouble != 1.0)
-        return verr(c, "expected 1");
-    path_pop(c, old);
+        return vault_err(c, "expected 1");
+    vault_path_pop(c, old);
     static const int order[] = {TOP_RUN, TOP_SECRETS, TOP_RULES, TOP_HOST_POLICY};
     for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
         int k = order[i], rc = 0;
 
         if (f[k] == NULL)
             continue;
-        old = path_key(c, top_fields[k].key);
+        old = vault_path_key(c, top_fields[k].key);
         if (k == TOP_RUN)
             rc = parse_run(c, f[k]);
         else if (k == TOP_SECRETS)
-            rc = parse_secrets(c, f[k]);
+            rc = parse_secrets(c, f[k]) != 0 ? -1 : vault_resolve_oauth(c);
         else if (k == TOP_RULES)
-            rc = parse_rules(c, f[k]);
+            rc = vault_parse_rules(c, f[k]);
         else
             rc = parse_host_policy(c, f[k]);
         if (rc != 0)
             return -1;
-        path_pop(c, old);
+        vault_path_pop(c, old);
     }
     return 0;
 }
@@ -979,13 +790,10 @@ void vault_free(struct vault **vp)
     for (size_t i = 0; i < v->nsecrets; i++) {
         free(v->secrets[i].name);
         secmem_free(&v->secrets[i].value, v->secrets[i].len + 1);
+        vault_oauth_free(&v->secrets[i].oauth);
     }
-    for (size_t i = 0; i < v->nrules; i++) {
-        free(v->rules[i].pattern);
-        hostmatch_free(&v->rules[i].match);
-        free(v->rules[i].name);
-        free(v->rules[i].username);
-    }
+    for (size_t i = 0; i < v->nrules; i++)
+        vault_rule_free(&v->rules[i]);
     for (size_t i = 0; i < v->nentries; i++) {
         free(v->entries[i].pattern);
         hostmatch_free(&v->entries[i].match);

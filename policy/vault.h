@@ -12,11 +12,29 @@
 #include "policy/hostmatch.h"
 #include "policy/policy.h"
 
+/* An oauth2 secret source (SPEC §3 "OAuth 2.0 access tokens"). */
+struct vault_oauth {
+    char *token_url; /* as written */
+    char *host;      /* normalised */
+    int port;        /* 443 unless the URL names one */
+    char *target;    /* origin-form path[?query] of the token endpoint */
+    bool refresh_grant;
+    bool auth_post; /* client_auth "post" (else "basic") */
+    char *client_id;
+    char *scope;    /* or NULL */
+    char *audience; /* or NULL */
+    char *cs_name;  /* client_secret and refresh_token as written, or NULL */
+    char *rt_name;
+    size_t client_secret; /* index into secrets, or SIZE_MAX */
+    size_t refresh_token; /* index into secrets, or SIZE_MAX */
+};
+
 struct vault_secret {
     char *name;
-    char *value; /* secmem: wiped on free; NUL-terminated, never contains NUL */
+    char *value; /* secmem: wiped on free; NUL-terminated, never contains NUL; NULL for oauth2 */
     size_t len;
-    bool used; /* some rule names it */
+    bool used;                 /* some rule or oauth2 source names it */
+    struct vault_oauth *oauth; /* an oauth2 source: the value is fetched at run time */
 };
 
 struct vault_rule {
@@ -26,6 +44,18 @@ struct vault_rule {
     enum policy_scheme scheme;
     char *name;     /* header or query parameter name (header, query), else NULL */
     char *username; /* basic only, else NULL */
+    /* scope (SPEC §3): no methods (paths) means every method (path) */
+    char **methods; /* distinct upper-case tokens */
+    size_t nmethods;
+    char **paths;      /* prefixes as written */
+    char **paths_dec;  /* the same percent-decoded once, what requests are compared with */
+    size_t *paths_len; /* decoded lengths */
+    size_t npaths;
+    /* sigv4 only, else NULL */
+    char *access_key_id;
+    char *region;
+    char *service;
+    size_t session_token; /* index into secrets, or SIZE_MAX */
 };
 
 struct vault_entry {

@@ -99,8 +99,8 @@ void exch_log_request(struct exchange *x, const char *route, const char *reason)
     f.route = route;
     f.proto = x->cc->proto;
     f.decision = decision_name(x->mdec);
-    if (x->rule >= 0 && x->cc->policy != NULL) {
-        policy_rule_info(x->cc->policy, (size_t)x->rule, &ri);
+    if (x->rule >= 0 && x->policy != NULL) {
+        policy_rule_info(x->policy, (size_t)x->rule, &ri);
         f.rule = x->rule;
         f.secret = ri.secret_name;
     }
@@ -130,6 +130,11 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
     struct exchange *x = arg;
 
     exch_enter(x);
+    if (x->state == EXCH_S_TOKEN) {
+        exch_cred_token_timeout(x);
+        exch_leave(x);
+        return;
+    }
     metrics_upstream_error(x->w->id, METRICS_UE_TIMEOUT);
     exch_fail(x, 504, x->state == EXCH_S_RELAY ? VG_PS_RESPONSE_TIMEOUT : VG_PS_CONNECTION_TIMEOUT,
               "upstream timed out", VG_R_UPSTREAM_TIMEOUT);
@@ -394,25 +399,47 @@ static int exch_proxy_target(struct exchange *x, struct http_head *h, const char
 
 /*
  * The decision for x->host on the worker's current policy snapshot, which the connection keeps
- * (only a reload costs a new reference). On block: answers 403, records the refusal and
- * returns -1; else 0 with *dec filled.
+ * (only a reload costs a new reference): for the request h, with the rules' scopes (SPEC §3), or
+ * for the host alone when h is NULL (CONNECT). A refusal is answered here and -1 returned: 403
+ * for a blocked host or a request outside every rule's scope (both recorded), 400 for a path
+ * that is not canonical on a host with path scopes. Else 0 with *dec filled.
  */
-static int exch_decide(struct exchange *x, struct policy_decision *dec)
+static int exch_decide(struct exchange *x, const struct http_head *h, struct policy_decision *dec)
 {
     struct exch_conn *cc = x->cc;
     struct worker *w = x->w;
+    const char *why = NULL;
+    int st = 0;
 
     if (cc->policy != worker_policy(w)) {
         policy_unref(&cc->policy);
         cc->policy = policy_ref(w->policy);
     }
     cc->policy_gen = w->policy_gen;
-    policy_decide(cc->policy, x->host, dec);
+    /* the request keeps its own snapshot: an HTTP/2 connection may take a newer one for its
+     * next stream while this one is in flight */
+    policy_unref(&x->policy);
+    x->policy = policy_ref(cc->policy);
+    x->policy_gen = cc->policy_gen;
+    if (h == NULL)
+        policy_decide(cc->policy, x->host, dec);
+    else
+        st = policy_decide_request(cc->policy, x->host, h->method, h->target, h->target_len, dec,
+                                   &why);
+    if (st != 0) {
+        exch_fail(x, st, st == 400 ? VG_PS_REQUEST_ERROR : VG_PS_INTERNAL_ERROR, why,
+                  st == 400 ? VG_R_NONCANONICAL : VG_R_OOM);
+        return -1;
+    }
     if (dec->verdict != POLICY_BLOCK)
         return 0;
     x->mdec = METRICS_D_BLOCK;
     exch_record_refusal(x);
-    exch_fail(x, 403, VG_PS_REQUEST_DENIED, "host blocked by policy", VG_R_BLOCKED);
+    if (dec->out_of_scope)
+        exch_fail(x, 403, VG_PS_REQUEST_DENIED, "outside the scope of the rules for this host",
+                  VG_R_OUT_OF_SCOPE);
+    else
+        exch_fail(x, 403, VG_PS_REQUEST_DENIED, "host blocked by policy", VG_R_BLOCKED);
     return -1;
 }
 
@@ -437,7 +464,7 @@ static void exch_connect(struct exchange *x, struct http_head *h)
         exch_fail(x, 403, VG_PS_REQUEST_DENIED, "CONNECT port not allowed", VG_R_CONNECT_PORT);
         return;
     }
-    if (exch_decide(x, &dec) < 0)
+    if (exch_decide(x, NULL, &dec) < 0)
         return;
     x->target_port = port;
     x->connect_tunnel = port == EXCH_HTTPS_PORT && x->w->sh->mode == POLICY_MODE_DEFAULT &&
@@ -523,8 +550,9 @@ static int exch_checks(struct exchange *x, struct http_head *h)
 
 /*
  * The head as it will be sent: hop-by-hop fields stripped first (so the client cannot strip
- * what vaultgate adds), Host set to the upstream's authority, then the secret for an inject
- * decision. 0, or -1 after answering 500.
+ * what vaultgate adds), Host set to the upstream's authority, then the credential of an inject
+ * decision (exchange_cred.c). 0 (go on), 1 (the credential waits for the body), or -1 after
+ * answering.
  */
 static int exch_rewrite(struct exchange *x, struct http_head *h, const struct policy_decision *dec)
 {
@@ -544,11 +572,7 @@ static int exch_rewrite(struct exchange *x, struct http_head *h, const struct po
      * server's bytes as they are */
     if (x->ws)
         httphead_remove(h, "Sec-WebSocket-Extensions");
-    if (inject_apply(h, x->cc->policy, dec->rule) < 0 || exch_mask_setup(x, h) < 0) {
-        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "credential injection failed", VG_R_INJECT);
-        return -1;
-    }
-    return 0;
+    return exch_cred_apply(x, h);
 }
 
 /*
@@ -595,7 +619,7 @@ void exchange_request(struct exchange *x, struct http1_msg *req)
     x->mdec = METRICS_D_ERROR;
     if (x->cc->host_fixed)
         memcpy(x->host, x->cc->host, sizeof(x->host));
-    if (exch_checks(x, h) < 0 || exch_decide(x, &dec) < 0)
+    if (exch_checks(x, h) < 0 || exch_decide(x, h, &dec) < 0)
         goto out;
     if (x->cc->proxy && !x->cc->host_fixed && x->target_port != EXCH_HTTP_PORT &&
         dec.verdict != POLICY_INJECT) {
@@ -607,8 +631,6 @@ void exchange_request(struct exchange *x, struct http1_msg *req)
                   VG_R_FORBIDDEN_PORT);
         goto out;
     }
-    if (exch_rewrite(x, h, &dec) < 0)
-        goto out;
     /* a rule's host is only ever reached over TLS on 443, whatever listener it came in on; over
      * TLS the upstream may pick HTTP/2 (a WebSocket needs HTTP/1.1's Upgrade) */
     x->up_tls = !(x->cc->tls || dec.verdict == POLICY_INJECT) ? UPSTREAM_PLAIN
@@ -620,6 +642,8 @@ void exchange_request(struct exchange *x, struct http1_msg *req)
 
         x->grpc = ct != NULL && strncasecmp(ct->value, "application/grpc", 16) == 0;
     }
+    if (exch_rewrite(x, h, &dec) != 0)
+        goto out; /* answered, or the credential asks for the upstream itself later */
     exch_get_upstream(x);
 out:
     exch_leave(x);
@@ -632,6 +656,12 @@ int exchange_body(struct exchange *x, const char *data, size_t len)
     struct evbuffer *out = x->up.stage;
     int rc;
 
+    if (x->state == EXCH_S_BODY) {
+        exch_enter(x);
+        rc = exch_cred_body(x, data, len);
+        exch_leave(x);
+        return rc;
+    }
     if (x->state == EXCH_S_RELAY && x->h2s != NULL) {
         rc = h2up_body(x->h2s, data, len);
         x->body_paused = rc == 1;
@@ -658,6 +688,14 @@ int exchange_body(struct exchange *x, const char *data, size_t len)
 
 int exchange_body_end(struct exchange *x)
 {
+    int rc;
+
+    if (x->state == EXCH_S_BODY) {
+        exch_enter(x);
+        rc = exch_cred_body_end(x);
+        exch_leave(x);
+        return rc;
+    }
     if (x->state == EXCH_S_RELAY && x->h2s != NULL) {
         x->req_done = true;
         return h2up_body_end(x->h2s);
@@ -702,7 +740,8 @@ const char *exchange_host(const struct exchange *x)
 
 void exchange_client_gone(struct exchange *x, const char *reason)
 {
-    if (x->state == EXCH_S_RELAY || x->state == EXCH_S_UP_CONNECT)
+    if (x->state == EXCH_S_RELAY || x->state == EXCH_S_UP_CONNECT || x->state == EXCH_S_BODY ||
+        x->state == EXCH_S_TOKEN)
         exch_log_request(x, NULL, reason);
 }
 
@@ -768,6 +807,8 @@ struct exchange *exchange_new(struct exch_conn *cc, const struct exchange_ops *o
 static void exch_destroy(struct exchange *x)
 {
     exch_drop_mask(x);
+    exch_cred_free(x);
+    policy_unref(&x->policy);
     http1_parser_free(&x->parser);
     if (x->timer != NULL)
         event_free(x->timer);
@@ -785,14 +826,16 @@ void exchange_free(struct exchange **xp)
         return;
     *xp = NULL;
     clean = x->resp_done && x->req_done;
+    exch_cred_detach(x);
     exch_drop_upstream(x, !clean);
     if (x->timer != NULL)
         evtimer_del(x->timer);
     /* give back what the connection lent: the masker, when it finished its stream cleanly */
-    if (x->mask != NULL && x->mask_clean && x->cc->mask == NULL) {
+    if (x->mask != NULL && x->mask_clean && x->cc->mask == NULL && !x->forms_dynamic &&
+        x->policy == x->cc->policy) {
         x->cc->mask = x->mask;
         x->cc->mask_rule = x->rule;
-        x->cc->mask_gen = x->cc->policy_gen;
+        x->cc->mask_gen = x->policy_gen;
         x->mask = NULL;
     }
     x->state = EXCH_S_ENDED;

@@ -166,6 +166,10 @@ void exchange_take_upgrade(struct exchange *x, struct bufferevent **up, struct w
  * host is designated (else, in default routing, it is tunnelled without interception). */
 void exchange_connect_target(const struct exchange *x, const char **host, int *port, bool *tunnel);
 
+/* The token manager changed the state of a source: every request of w that waits for a token
+ * looks again (goes on, is answered 502, or keeps waiting). Worker thread. */
+void exchange_oauth_wake(struct worker *w);
+
 /* The only teardown: cuts the upstream (with an RST when a message is incomplete), gives back
  * the caches to the connection, and frees x now or when the exchange's callback on the stack
  * returns. NULLs *xp. NULL-safe. */

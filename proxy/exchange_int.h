@@ -11,9 +11,13 @@
 #include <time.h>
 
 #include "audit/log.h"
+#include "common/caps.h"
+#include "policy/inject.h"
+#include "policy/sigv4.h"
 #include "proxy/bevio.h"
 #include "proxy/exchange.h"
 #include "proxy/metrics.h"
+#include "proxy/oauth.h"
 #include "proxy/upstream.h"
 
 struct mask_decoder;
@@ -25,11 +29,17 @@ struct grpcmask;
 #define EXCH_T(x, k) vg_timeout(&(x)->w->sh->timeouts, (k))
 /* a safety net above upstream.c's own connect and TLS timeouts */
 #define EXCH_T_UP_GET(x) (EXCH_T(x, VG_T_CONNECT) + EXCH_T(x, VG_T_UPSTREAM_HANDSHAKE) + 20)
-#define EXCH_HTTPS_PORT  443
-#define EXCH_HTTP_PORT   80
+/* how long a request waits for a token: the manager's whole fetch, and a little */
+#define EXCH_T_TOKEN(x)                                                                            \
+    (EXCH_T(x, VG_T_CONNECT) + EXCH_T(x, VG_T_UPSTREAM_HANDSHAKE) + VG_OAUTH_FETCH_EXTRA +         \
+     VG_OAUTH_WAIT_MAX)
+#define EXCH_HTTPS_PORT 443
+#define EXCH_HTTP_PORT  80
 
 enum exch_state {
     EXCH_S_HEAD = 0,   /* waiting for the request head */
+    EXCH_S_TOKEN,      /* oauth2: waiting for the token manager (parked on the worker) */
+    EXCH_S_BODY,       /* SigV4: the body is buffered and hashed before the request is signed */
     EXCH_S_UP_CONNECT, /* head accepted; waiting for upstream_get */
     EXCH_S_RELAY,      /* request and response streaming */
     EXCH_S_ENDED,      /* finished was reported; nothing more happens */
@@ -46,7 +56,9 @@ struct exchange {
     int target_port;           /* absolute-form on the proxy listener, or CONNECT: the port named */
     bool connect_tunnel;       /* CONNECT to a host that is not ours to intercept */
     enum metrics_decision mdec;
-    int rule; /* injected rule, or -1 */
+    int rule;              /* injected rule, or -1 */
+    struct policy *policy; /* the snapshot this request was decided on (own reference) */
+    uint64_t policy_gen;
     int status;
     struct timespec t_start;
     int64_t bytes_in, bytes_out;
@@ -94,6 +106,23 @@ struct exchange {
     const char *resp_err_type;
     const char *resp_err_details;
 
+    /* the credential of this request (exchange_cred.c) */
+    struct inject_form forms[INJECT_MAX_FORMS]; /* what the masker looks for */
+    size_t nforms;
+    bool forms_dynamic;          /* per request (a signature): the masker is not kept */
+    char sig[SIGV4_HEX_LEN + 1]; /* this request's SigV4 signature */
+    struct sigv4_hash *sig_hash; /* SigV4: the body's SHA-256 while it is buffered */
+    struct evbuffer *sig_body;   /* ... the buffered body, in blocks wiped when released */
+    char *sig_blk;               /* ... the block being filled */
+    size_t sig_blk_cap, sig_blk_used;
+    uint64_t sig_len;       /* ... bytes buffered */
+    bool sig_buffered;      /* the body went into sig_body: it goes upstream with Content-Length */
+    struct oauth_src *osrc; /* oauth2: the source (the snapshot's, alive with x->policy) */
+    struct oauth_tok *otok; /* ... the token injected (a reference) */
+    struct inject_token *itok; /* ... its wire forms */
+    struct exchange *park_prev, *park_next;
+    void **park_list; /* the list x is parked on, or NULL */
+
     int depth;  /* exchange callbacks on the stack */
     bool freed; /* exchange_free ran; the memory goes at depth 0 */
 };
@@ -114,6 +143,16 @@ void exch_drop_upstream(struct exchange *x, bool abort);
 void exch_get_upstream(struct exchange *x);
 void exch_dial(struct exchange *x);
 const char *exch_tls_reason(unsigned long e);
+
+/* exchange_cred.c */
+int exch_cred_apply(struct exchange *x, struct http_head *h);
+int exch_cred_body(struct exchange *x, const char *data, size_t len);
+int exch_cred_body_end(struct exchange *x);
+int exch_cred_body_out(struct exchange *x);
+enum http1_body exch_req_body(const struct exchange *x, uint64_t *len);
+void exch_cred_free(struct exchange *x);
+void exch_cred_token_timeout(struct exchange *x);
+void exch_cred_detach(struct exchange *x);
 
 /* exchange_resp.c */
 void exch_h2_started(struct exchange *x);

@@ -69,8 +69,7 @@ void exch_drop_mask(struct exchange *x)
 int exch_mask_setup(struct exchange *x, struct http_head *h)
 {
     struct exch_conn *cc = x->cc;
-    struct inject_form forms[INJECT_MAX_FORMS];
-    size_t n = inject_forms(cc->policy, x->rule, forms);
+    size_t n = x->nforms;
 
     httphead_remove(h, "Range");
     httphead_remove(h, "If-Range");
@@ -83,13 +82,14 @@ int exch_mask_setup(struct exchange *x, struct http_head *h)
     }
     if (n == 0 || httphead_add(h, "Accept-Encoding", 15, "identity", 8) < 0)
         return -1;
-    if (cc->mask != NULL && cc->mask_rule == x->rule && cc->mask_gen == cc->policy_gen)
+    if (cc->mask != NULL && cc->mask_rule == x->rule && cc->mask_gen == x->policy_gen &&
+        !x->forms_dynamic)
         x->mask = cc->mask;
     else
         mask_free(&cc->mask); /* another secret, or the snapshot changed (its secret wiped) */
     cc->mask = NULL;
     if (x->mask == NULL)
-        x->mask = mask_new(forms, n);
+        x->mask = mask_new(x->forms, n);
     x->masking = true;
     if (x->scratch == NULL)
         x->scratch = evbuffer_new();
@@ -115,13 +115,10 @@ static int resp_abort(struct exchange *x, int status, const char *type, const ch
 static int resp_ws_head(struct exchange *x, struct http_head *h)
 {
     if (x->masking) {
-        struct inject_form forms[INJECT_MAX_FORMS];
-        size_t n = inject_forms(x->cc->policy, x->rule, forms);
-
         mask_head(x->mask, h);
         x->ws_bad_ext = httphead_get(h, "Sec-WebSocket-Extensions") != NULL;
         httphead_remove(h, "Sec-WebSocket-Extensions");
-        x->wsm = wsmask_new(forms, n);
+        x->wsm = wsmask_new(x->forms, x->nforms);
         if (x->wsm == NULL)
             return -1;
     }
@@ -206,6 +203,8 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
         return resp_ws_head(x, h);
     if (h->status == 101)
         return resp_abort(x, 502, VG_PS_PROTOCOL_ERROR, "unexpected 101 from upstream");
+    if (h->status == 401 && x->otok != NULL)
+        oauth_reject(x->osrc, x->otok); /* a new token for later requests (SPEC §3) */
     if (x->masking)
         mask_head(x->mask, h);
     if (h->status < 200) {
@@ -217,13 +216,10 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
     if (x->masking && msg->body != HTTP1_BODY_NONE && resp_coding(x, h, &body) < 0)
         return -1;
     if (x->masking && x->grpc && msg->body != HTTP1_BODY_NONE && x->gm == NULL) {
-        struct inject_form forms[INJECT_MAX_FORMS];
-        size_t nf = inject_forms(x->cc->policy, x->rule, forms);
-
         if (x->dec != NULL)
             return resp_abort(x, 502, VG_PS_CONTENT_CODING,
                               "content coding on a credentialed gRPC response");
-        if ((x->gm = grpcmask_new(forms, nf)) == NULL)
+        if ((x->gm = grpcmask_new(x->forms, x->nforms)) == NULL)
             return -1;
     }
     http1_strip_hop_by_hop(h, false);
@@ -782,9 +778,8 @@ static void exch_grpc_unavailable(struct exchange *x)
 /* The request's stream is there: head out, then the body, then the response. */
 void exch_h2_started(struct exchange *x)
 {
-    const struct http1_msg *req = x->req;
-    bool no_body = req->body == HTTP1_BODY_NONE ||
-                   (req->body == HTTP1_BODY_LENGTH && req->content_length == 0);
+    uint64_t len;
+    bool no_body = exch_req_body(x, &len) == HTTP1_BODY_NONE;
 
     exch_enter(x);
     x->route_tunnel = h2up_route_tunnel(x->h2s);
@@ -795,7 +790,11 @@ void exch_h2_started(struct exchange *x)
     x->req_done = no_body;
     x->state = EXCH_S_RELAY;
     exch_arm(x, EXCH_T(x, VG_T_RESPONSE_HEAD));
-    if (!no_body)
+    if (exch_cred_body_out(x) < 0) {
+        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
+        goto out;
+    }
+    if (!x->req_done)
         x->ops->more(x->t);
 out:
     exch_leave(x);
@@ -846,22 +845,23 @@ static int exch_attach(struct exchange *x, struct bufferevent *bev, bool route_t
 static int exch_send_head(struct exchange *x, bool no_body)
 {
     const struct http1_msg *req = x->req;
+    uint64_t len = 0;
+    enum http1_body body = exch_req_body(x, &len);
 
     if (x->h2s != NULL) {
-        if (h2up_request(x->h2s, &req->head, no_body, req->body == HTTP1_BODY_LENGTH,
-                         req->content_length, x->rule >= 0) < 0)
+        if (h2up_request(x->h2s, &req->head, no_body, body == HTTP1_BODY_LENGTH, len,
+                         x->rule >= 0) < 0)
             return -1;
     } else {
         x->up.nocopy = x->rule >= 0;
         if ((x->rule >= 0 ? http1_write_request_head_wiped : http1_write_request_head)(
-                x->up.stage, &req->head, no_body ? HTTP1_BODY_NONE : req->body,
-                req->content_length) < 0)
+                x->up.stage, &req->head, no_body ? HTTP1_BODY_NONE : body, len) < 0)
             return -1;
     }
     if (x->rule >= 0) {
         struct policy_rule_info ri;
 
-        policy_rule_info(x->cc->policy, (size_t)x->rule, &ri);
+        policy_rule_info(x->policy, (size_t)x->rule, &ri);
         metrics_injection(x->w->id, ri.secret_name);
     }
     return 0;
@@ -874,9 +874,8 @@ static int exch_send_head(struct exchange *x, bool no_body)
 void exch_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bool route_tunnel)
 {
     struct exchange *x = arg;
-    const struct http1_msg *req = x->req;
-    bool no_body = req->body == HTTP1_BODY_NONE ||
-                   (req->body == HTTP1_BODY_LENGTH && req->content_length == 0);
+    uint64_t len;
+    bool no_body = exch_req_body(x, &len) == HTTP1_BODY_NONE;
 
     exch_enter(x);
     x->upreq = NULL;
@@ -919,10 +918,14 @@ void exch_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bo
     x->req_done = no_body;
     x->state = EXCH_S_RELAY;
     exch_arm(x, EXCH_T(x, VG_T_RESPONSE_HEAD));
+    if (exch_cred_body_out(x) < 0) {
+        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
+        goto out;
+    }
     bevio_push(&x->up);
     /* the answer is next: acknowledge at once what arrives now (see exch_quickack) */
     exch_quickack(bev);
-    if (!no_body)
+    if (!x->req_done)
         x->ops->more(x->t);
     if (x->state == EXCH_S_RELAY)
         exch_up_input(x);

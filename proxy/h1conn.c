@@ -278,6 +278,12 @@ static int h1_resp_head(void *t, struct http_head *h, enum exch_body body, uint6
     c->framing = H1_FR_NONE;
     if (body == EXCH_BODY_LENGTH) {
         fb = HTTP1_BODY_LENGTH;
+    } else if (body == EXCH_BODY_NONE && h->status != 204 && h->status != 304 &&
+               (c->req == NULL || strcmp(c->req->head.method, "HEAD") != 0)) {
+        /* no body where HTTP/1.1 expects one (an HTTP/2 upstream's answer that ended with its
+         * head): say so, or the client reads until the connection closes */
+        fb = HTTP1_BODY_LENGTH;
+        len = 0;
     } else if (body == EXCH_BODY_UNKNOWN && c->req_minor >= 1) {
         fb = HTTP1_BODY_CHUNKED;
         c->framing = H1_FR_CHUNKED;

@@ -926,6 +926,14 @@ int h2up_body(struct h2up_stream *s, const char *p, size_t n)
     return 1;
 }
 
+int h2up_body_take(struct h2up_stream *s, struct evbuffer *buf)
+{
+    if (evbuffer_add_buffer(s->out, buf) < 0)
+        return -1;
+    stream_resume(s);
+    return 0;
+}
+
 int h2up_body_end(struct h2up_stream *s)
 {
     s->out_eof = true;

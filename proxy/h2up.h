@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
 #include "proxy/http1.h"
@@ -100,6 +101,9 @@ int h2up_request(struct h2up_stream *s, const struct http_head *h, bool no_body,
 
 /* Request body bytes: 0, or 1 when the stream holds enough for now (ops->more follows). */
 int h2up_body(struct h2up_stream *s, const char *p, size_t n);
+/* A whole request body already held in buf: its chains move to the stream without a copy
+ * (blocks held by reference keep their cleanup). 0 or -1. */
+int h2up_body_take(struct h2up_stream *s, struct evbuffer *buf);
 /* The request body is complete. 0 or -1. */
 int h2up_body_end(struct h2up_stream *s);
 

@@ -27,6 +27,14 @@
 
 /* Reason codes of request log lines and refusals. */
 #define VG_R_BLOCKED           "blocked"
+#define VG_R_OUT_OF_SCOPE      "out_of_scope"
+#define VG_R_NONCANONICAL      "noncanonical_path"
+#define VG_R_SIGV4_PRESIGNED   "sigv4_presigned"
+#define VG_R_SIGV4_STREAMING   "sigv4_streaming"
+#define VG_R_SIGV4_TOO_LARGE   "sigv4_body_too_large"
+#define VG_R_SIGV4_BUDGET      "sigv4_buffers_full"
+#define VG_R_OAUTH_FAILED      "oauth_token_endpoint_failed"
+#define VG_R_OAUTH_WAIT        "oauth_token_wait_timeout"
 #define VG_R_METHOD            "method"
 #define VG_R_MISDIRECTED       "misdirected"
 #define VG_R_BAD_REQUEST       "bad_request"

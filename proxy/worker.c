@@ -14,7 +14,9 @@
 #include "common/caps.h"
 #include "proxy/h1conn.h"
 #include "proxy/h2up.h"
+#include "proxy/exchange.h"
 #include "proxy/metrics.h"
+#include "proxy/oauth.h"
 #include "proxy/tls.h"
 #include "proxy/upstream.h"
 
@@ -258,6 +260,36 @@ static void ctl_cb(evutil_socket_t fd, short what, void *arg)
         worker_abort(w);
 }
 
+/* The token manager changed a source's state: parked requests look again. */
+static void oauth_cb(evutil_socket_t fd, short what, void *arg)
+{
+    uint64_t v;
+    ssize_t r = read(fd, &v, sizeof(v));
+
+    (void)r;
+    (void)what;
+    exchange_oauth_wake(arg);
+}
+
+/* The wake-up channel from the token manager (when the run has one). 0 or -1. */
+static int worker_oauth_init(struct worker *w, char *err, size_t errlen)
+{
+    if (w->sh->oauth == NULL)
+        return 0;
+    w->oauth_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->oauth_fd < 0) {
+        snprintf(err, errlen, "worker %d: eventfd: %s", w->id, strerror(errno));
+        return -1;
+    }
+    w->oauth_ev = event_new(w->base, w->oauth_fd, EV_READ | EV_PERSIST, oauth_cb, w);
+    if (w->oauth_ev == NULL || event_add(w->oauth_ev, NULL) < 0 ||
+        oauth_watch(w->sh->oauth, w->oauth_fd) < 0) {
+        snprintf(err, errlen, "worker %d: token manager wake-up", w->id);
+        return -1;
+    }
+    return 0;
+}
+
 /*
  * A worker's request lines are written once per loop turn, not one write(2) each: the first
  * line of a turn activates this event, which libevent runs after the callbacks already due in
@@ -296,6 +328,7 @@ static int worker_init(struct worker *w, struct worker_shared *sh, int id, char 
     w->id = id;
     w->sh = sh;
     w->ctl_fd = -1;
+    w->oauth_fd = -1;
     cfg = event_config_new();
     if (cfg == NULL)
         goto out;
@@ -320,6 +353,8 @@ static int worker_init(struct worker *w, struct worker_shared *sh, int id, char 
     }
     w->ctl_ev = event_new(w->base, w->ctl_fd, EV_READ | EV_PERSIST, ctl_cb, w);
     if (w->ctl_ev == NULL || event_add(w->ctl_ev, NULL) < 0)
+        goto out;
+    if (worker_oauth_init(w, err, errlen) < 0)
         goto out;
     w->levs = calloc(sh->naddrs > 0 ? sh->naddrs : 1, sizeof(w->levs[0]));
     w->slots = calloc(sh->naddrs > 0 ? sh->naddrs : 1, sizeof(w->slots[0]));
@@ -364,6 +399,12 @@ static void worker_free(struct worker *w)
         event_free(w->ctl_ev);
     if (w->ctl_fd >= 0)
         close(w->ctl_fd);
+    if (w->oauth_ev != NULL)
+        event_free(w->oauth_ev);
+    if (w->oauth_fd >= 0) {
+        oauth_unwatch(w->sh->oauth, w->oauth_fd); /* before the number can be reused */
+        close(w->oauth_fd);
+    }
     SSL_CTX_free(w->ssl_ctx);
     policy_unref(&w->policy);
     if (w->base != NULL)
@@ -382,7 +423,7 @@ struct worker *worker_start_all(struct worker_shared *sh, char *err, size_t errl
     }
     err[0] = '\0';
     for (i = 0; i < sh->nworkers; i++)
-        ws[i].ctl_fd = -1;
+        ws[i].ctl_fd = ws[i].oauth_fd = -1;
     for (i = 0; i < sh->nworkers; i++) {
         if (worker_init(&ws[i], sh, i, err, errlen) < 0)
             goto fail;

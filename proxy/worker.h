@@ -32,6 +32,7 @@ struct certcache;
 struct audit;
 struct ca;
 struct worker_slot;
+struct oauth;
 
 /* State every worker reads; written only by the main thread before workers start, except the
  * policy pointer (policy_lock) and the atomics. */
@@ -47,6 +48,7 @@ struct worker_shared {
     int nworkers;
     int max_conns; /* connections past this are answered 503 (VG_CONN_BUSY_RESERVE), then closed */
     struct vg_timeouts timeouts; /* SPEC §4, --timeout */
+    struct oauth *oauth;         /* the OAuth token manager (proxy/oauth.h), or NULL */
 
     pthread_mutex_t policy_lock;
     struct policy *policy; /* current snapshot; the shared structure holds one reference */
@@ -90,6 +92,9 @@ struct worker {
     int ctl_fd; /* eventfd: the main thread asks for a stop or a snapshot refresh */
     struct event *ctl_ev;
     _Atomic int ctl_cmd;
+    int oauth_fd; /* eventfd: the token manager says a token arrived or its endpoint failed */
+    struct event *oauth_ev;
+    void *parked; /* exchanges waiting for a token (exchange_cred.c's list head) */
     bool draining;
     uint64_t limit_refused; /* over-limit connections since the last conn_limit log line */
     int64_t limit_logged;   /* CLOCK_MONOTONIC second of that line */

@@ -297,6 +297,81 @@ START_TEST(test_httphead_byte_cap)
 }
 END_TEST
 
+/* oauth2 rules: the token arrives at run time (inject_token_*), the source is described to the
+ * token manager (policy_oauth_*), and what it attaches is released with the snapshot. */
+static const char *token_vault =
+    "{\"version\":1,\"secrets\":{"
+    "\"T\":{\"oauth2\":{\"token_url\":\"https://Token.Example.com:8443/oauth/token?x=1\","
+    "\"grant\":\"refresh_token\",\"client_id\":\"cid\",\"refresh_token\":\"RT\","
+    "\"client_secret\":\"CS\",\"client_auth\":\"post\",\"scope\":\"a b\"}},"
+    "\"RT\":{\"value\":\"CANARY-rt\"},\"CS\":{\"value\":\"CANARY-cs\"}},"
+    "\"rules\":["
+    "{\"host_pattern\":\"b.example.com\",\"secret\":\"T\",\"scheme\":\"bearer\"},"
+    "{\"host_pattern\":\"u.example.com\",\"secret\":\"T\",\"scheme\":\"basic\","
+    "\"username\":\"x\"},"
+    "{\"host_pattern\":\"q.example.com\",\"secret\":\"T\",\"scheme\":\"query\","
+    "\"name\":\"key\"}]}";
+
+static int released;
+
+static void release_cb(void *slot)
+{
+    ck_assert_ptr_eq(slot, &released);
+    released++;
+}
+
+START_TEST(test_inject_token)
+{
+    char err[ERRSZ];
+    struct policy *p = policy_parse(token_vault, strlen(token_vault), err, sizeof(err));
+    struct inject_form forms[INJECT_MAX_FORMS];
+    struct policy_oauth oi;
+    struct http_head h;
+    struct inject_token *t;
+
+    ck_assert_msg(p != NULL, "%s", err);
+    /* the static path refuses: there is no value to inject */
+    httphead_init(&h);
+    ck_assert_int_eq(httphead_set_request_line(&h, "GET", 3, "/p?key=old", 10, 1), 0);
+    ck_assert_int_eq(inject_apply(&h, p, 0), -1);
+    t = inject_token_apply(&h, p, 0, "tok en", 6);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_str_eq(httphead_get(&h, "Authorization")->value, "Bearer tok en");
+    ck_assert_uint_eq(inject_token_forms(t, forms), 1);
+    ck_assert(forms[0].len == 6 && memcmp(forms[0].bytes, "tok en", 6) == 0);
+    inject_token_free(&t);
+    ck_assert_ptr_null(t);
+    t = inject_token_apply(&h, p, 1, "tok", 3);
+    ck_assert_str_eq(httphead_get(&h, "Authorization")->value, "Basic eDp0b2s="); /* x:tok */
+    ck_assert_uint_eq(inject_token_forms(t, forms), 2);
+    inject_token_free(&t);
+    t = inject_token_apply(&h, p, 2, "a/b", 3);
+    ck_assert_str_eq(h.target, "/p?key=a%2Fb");
+    /* the raw token: its percent-encoding is one of the spellings the masker finds */
+    ck_assert_uint_eq(inject_token_forms(t, forms), 1);
+    inject_token_free(&t);
+    httphead_reset(&h);
+    /* the source as the token manager sees it */
+    ck_assert_uint_eq(policy_oauth_count(p), 1);
+    policy_oauth_info(p, 0, &oi);
+    ck_assert_str_eq(oi.secret_name, "T");
+    ck_assert_str_eq(oi.host, "token.example.com");
+    ck_assert_int_eq(oi.port, 8443);
+    ck_assert_str_eq(oi.target, "/oauth/token?x=1");
+    ck_assert(oi.refresh_grant && oi.auth_post);
+    ck_assert_str_eq(oi.scope, "a b");
+    ck_assert_ptr_null(oi.audience);
+    ck_assert(oi.client_secret_len == 9 && memcmp(oi.client_secret, "CANARY-cs", 9) == 0);
+    ck_assert(oi.refresh_token_len == 9 && memcmp(oi.refresh_token, "CANARY-rt", 9) == 0);
+    /* what the manager attaches goes with the last reference */
+    released = 0;
+    policy_oauth_attach(p, 0, &released, release_cb);
+    ck_assert_ptr_eq(policy_oauth_slot(p, 0), &released);
+    policy_unref(&p);
+    ck_assert_int_eq(released, 1);
+}
+END_TEST
+
 Suite *suite_inject(void);
 
 Suite *suite_inject(void)
@@ -308,6 +383,7 @@ Suite *suite_inject(void)
                         (int)(sizeof(inject_cases) / sizeof(inject_cases[0])));
     tcase_add_test(tc, test_inject_refusals);
     tcase_add_test(tc, test_inject_forms);
+    tcase_add_test(tc, test_inject_token);
     tcase_add_test(tc, test_httphead_basics);
     tcase_add_test(tc, test_httphead_growth);
     tcase_add_test(tc, test_httphead_byte_cap);

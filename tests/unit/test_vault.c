@@ -29,6 +29,11 @@
     "{'version':1," SEC ",'rules':[{'host_pattern':'" pat "','secret':'A',"                        \
     "'scheme':'bearer'}]}"
 
+/* an oauth2 source T with the given fields, beside static secrets CS and RT */
+#define OAUTH(fields)                                                                              \
+    "{'version':1,'secrets':{'T':{'oauth2':{" fields "}},'CS':{'value':'CANARY-cs'},"              \
+    "'RT':{'value':'CANARY-rt'}}}"
+
 static const struct {
     const char *json;
     const char *err;
@@ -81,9 +86,9 @@ static const struct {
     {"{'version':1,'secrets':{'A':{'value':'CANARY-a'},'A':{'value':'CANARY-b'}}}",
      "secrets.A: duplicate secret name"},
     {"{'version':1,'secrets':{'A':{'value':'CANARY-a','env':'VG_X'}}}",
-     "secrets.A: exactly one of value, env, file is required (got 2)"},
+     "secrets.A: exactly one of value, env, file, oauth2 is required (got 2)"},
     {"{'version':1,'secrets':{'A':{}}}",
-     "secrets.A: exactly one of value, env, file is required (got 0)"},
+     "secrets.A: exactly one of value, env, file, oauth2 is required (got 0)"},
     {"{'version':1,'secrets':{'A':{'value':'CANARY\\r-a'}}}",
      "secrets.A.value: secret has a forbidden byte at offset 6 (only visible ASCII and space; "
      "CR, LF, NUL and other controls are refused)"},
@@ -119,7 +124,8 @@ static const struct {
     {"{'version':1," SEC ",'rules':[{'host_pattern':'api.example.com','secret':'B',"
      "'scheme':'bearer'}]}",
      "rules[0].secret: unknown secret \"B\""},
-    {RULE("'scheme':'digest'"), "rules[0].scheme: expected one of bearer, basic, header, query"},
+    {RULE("'scheme':'digest'"),
+     "rules[0].scheme: expected one of bearer, basic, header, query, sigv4"},
     {"{'version':1," SEC ",'rules':[{'host_pattern':'api.example.com','secret':'A'}]}",
      "rules[0].scheme: missing required field"},
     {"{'version':1," SEC ",'rules':[{'secret':'A','scheme':'bearer'}]}",
@@ -134,6 +140,127 @@ static const struct {
      "rules[0].name: not allowed for scheme \"basic\""},
     {RULE("'scheme':'query','name':'key','username':'u'"),
      "rules[0].username: not allowed for scheme \"query\""},
+    /* oauth2 secret sources */
+    {OAUTH("'token_url':'https://t.example/token','grant':'client_credentials',"
+           "'client_id':'c'"),
+     "secrets.T.oauth2.client_secret: required for grant \"client_credentials\""},
+    {OAUTH("'token_url':'https://t.example/token','grant':'client_credentials',"
+           "'client_id':'c','client_secret':'CS','refresh_token':'RT'"),
+     "secrets.T.oauth2.refresh_token: not allowed for grant \"client_credentials\""},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c'"),
+     "secrets.T.oauth2.refresh_token: required for grant \"refresh_token\""},
+    {OAUTH("'token_url':'https://t.example/token','grant':'password','client_id':'c'"),
+     "secrets.T.oauth2.grant: expected one of client_credentials, refresh_token"},
+    {OAUTH("'token_url':'http://t.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT'"),
+     "secrets.T.oauth2.token_url: expected an https:// URL, got \"http://t.example/token\""},
+    {OAUTH("'token_url':'https://u:p@t.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT'"),
+     "secrets.T.oauth2.token_url: userinfo in the URL is not allowed (client credentials go in "
+     "client_id and client_secret)"},
+    {OAUTH("'token_url':'https://t.example/token#x','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT'"),
+     "secrets.T.oauth2.token_url: a fragment in the URL is not allowed"},
+    {OAUTH("'token_url':'https://t_x.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT'"),
+     "secrets.T.oauth2.token_url: expected https://HOST[:PORT]/PATH, got "
+     "\"https://t_x.example/token\""},
+    {OAUTH("'token_url':'https://t.example:0/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT'"),
+     "secrets.T.oauth2.token_url: expected https://HOST[:PORT]/PATH, got "
+     "\"https://t.example:0/token\""},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'NOPE'"),
+     "secrets.T.oauth2.refresh_token: unknown secret \"NOPE\""},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'T'"),
+     "secrets.T.oauth2.refresh_token: needs a secret with a value (value, env or file), not an "
+     "oauth2 source"},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT','client_auth':'post'"),
+     "secrets.T.oauth2.client_auth: needs client_secret (a client without one sends only "
+     "client_id)"},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT','client_secret':'CS','client_auth':'jwt'"),
+     "secrets.T.oauth2.client_auth: expected one of basic, post"},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c d',"
+           "'refresh_token':'RT'"),
+     "secrets.T.oauth2.client_id: expected 1-256 visible ASCII characters"},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT','scope':''"),
+     "secrets.T.oauth2.scope: expected 1-1024 visible ASCII characters or spaces"},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c',"
+           "'refresh_token':'RT','resource':'x'"),
+     "secrets.T.oauth2.resource: unknown field"},
+    {OAUTH("'grant':'refresh_token','client_id':'c','refresh_token':'RT'"),
+     "secrets.T.oauth2.token_url: missing required field"},
+    {"{'version':1,'secrets':{'T':{'oauth2':{},'value':'x'}}}",
+     "secrets.T: exactly one of value, env, file, oauth2 is required (got 2)"},
+    {"{'version':1,'secrets':{'T':{'oauth2':{'token_url':'https://t.example/','grant':"
+     "'refresh_token','client_id':'c','refresh_token':'RT'}},'RT':{'value':'CANARY-rt'}},"
+     "'rules':[{'host_pattern':'api.example.com','secret':'T','scheme':'sigv4',"
+     "'access_key_id':'AKID','region':'r','service':'s'}]}",
+     "rules[0].secret: sigv4 needs a secret with a value (value, env or file), not an oauth2 "
+     "source"},
+    /* sigv4 */
+    {RULE("'scheme':'sigv4','region':'us-east-1','service':'s3'"),
+     "rules[0].access_key_id: required for scheme \"sigv4\""},
+    {RULE("'scheme':'sigv4','access_key_id':'AKIDEXAMPLE','service':'s3'"),
+     "rules[0].region: required for scheme \"sigv4\""},
+    {RULE("'scheme':'sigv4','access_key_id':'AKIDEXAMPLE','region':'us-east-1'"),
+     "rules[0].service: required for scheme \"sigv4\""},
+    {RULE("'scheme':'bearer','region':'us-east-1'"),
+     "rules[0].region: not allowed for scheme \"bearer\""},
+    {RULE("'scheme':'basic','username':'u','session_token':'A'"),
+     "rules[0].session_token: not allowed for scheme \"basic\""},
+    {RULE("'scheme':'sigv4','access_key_id':'AKIDEXAMPLE','region':'us-east-1','service':'s3',"
+          "'name':'x'"),
+     "rules[0].name: not allowed for scheme \"sigv4\""},
+    {RULE("'scheme':'sigv4','access_key_id':'AKID/EXAMPLE','region':'us-east-1','service':'s3'"),
+     "rules[0].access_key_id: expected 1-128 characters of [A-Za-z0-9._-]"},
+    {RULE("'scheme':'sigv4','access_key_id':'AKIDEXAMPLE','region':'us east','service':'s3'"),
+     "rules[0].region: expected 1-64 characters of [A-Za-z0-9._-]"},
+    {RULE("'scheme':'sigv4','access_key_id':'AKIDEXAMPLE','region':'us-east-1','service':''"),
+     "rules[0].service: expected 1-64 characters of [A-Za-z0-9._-]"},
+    {RULE("'scheme':'sigv4','access_key_id':'AKIDEXAMPLE','region':'us-east-1','service':'s3',"
+          "'session_token':'NOPE'"),
+     "rules[0].session_token: unknown secret \"NOPE\""},
+    /* scopes (SPEC §3): methods and paths, any scheme */
+    {RULE("'scheme':'bearer','methods':'GET'"),
+     "rules[0].methods: expected an array, got a string"},
+    {RULE("'scheme':'bearer','methods':[]"), "rules[0].methods: expected 1-16 methods"},
+    {RULE("'scheme':'bearer','methods':[1]"),
+     "rules[0].methods[0]: expected a string, got a number"},
+    {RULE("'scheme':'bearer','methods':['GET','get']"),
+     "rules[0].methods[1]: method must be upper case"},
+    {RULE("'scheme':'bearer','methods':['GET','GET']"), "rules[0].methods[1]: duplicate method"},
+    {RULE("'scheme':'bearer','methods':['GE T']"),
+     "rules[0].methods[0]: method is not an RFC 9110 token"},
+    {RULE("'scheme':'bearer','methods':['']"),
+     "rules[0].methods[0]: method must be 1-32 characters"},
+    {RULE("'scheme':'bearer','methods':['TRACE']"),
+     "rules[0].methods[0]: method never reaches a rule (CONNECT is decided per host, TRACE is "
+     "refused)"},
+    {RULE("'scheme':'bearer','methods':['A','B','C','D','E','F','G','H','I','J','K','L','M','N',"
+          "'O','P','Q']"),
+     "rules[0].methods: expected 1-16 methods"},
+    {RULE("'scheme':'bearer','paths':[]"), "rules[0].paths: expected 1-64 paths"},
+    {RULE("'scheme':'bearer','paths':['repos']"),
+     "rules[0].paths[0]: expected a path of 1-1024 characters starting with '/'"},
+    {RULE("'scheme':'bearer','paths':['/a','/a?x']"),
+     "rules[0].paths[1]: expected visible ASCII without '?' or '#'"},
+    {RULE("'scheme':'bearer','paths':['/a b']"),
+     "rules[0].paths[0]: expected visible ASCII without '?' or '#'"},
+    {RULE("'scheme':'bearer','paths':['/a/../b']"), "rules[0].paths[0]: dot segment in the path"},
+    {RULE("'scheme':'bearer','paths':['/a/.']"), "rules[0].paths[0]: dot segment in the path"},
+    {RULE("'scheme':'bearer','paths':['/a\\\\b']"), "rules[0].paths[0]: backslash in the path"},
+    {RULE("'scheme':'bearer','paths':['/a%2Fb']"),
+     "rules[0].paths[0]: encoded dot, slash or backslash in the path"},
+    {RULE("'scheme':'bearer','paths':['/a%zz']"),
+     "rules[0].paths[0]: malformed percent-escape in the path"},
+    {RULE("'scheme':'bearer','paths':['/a%00']"), "rules[0].paths[0]: encoded NUL in the path"},
+    {RULE("'scheme':'bearer','paths':['/a:b','/a%3Ab']"),
+     "rules[0].paths[1]: duplicate path (after percent-decoding)"},
     {RULE("'scheme':'basic','username':'a:b'"),
      "rules[0].username: expected 1-256 visible ASCII characters without ':'"},
     {RULE("'scheme':'header','name':'Host'"),

@@ -58,7 +58,12 @@ def test_example():
     rc, out, err = run("check", "--vault", EXAMPLE)
     check(rc == 0, "check example: exit %d (%s)" % (rc, err.strip()))
     want = ("ok: %s\nmode: default\nrules: 4\nhost entries: 2\nsecrets: 4\nca: constrained\n"
-            % EXAMPLE)
+            'rules[0]: "api.example.test" -> EXAMPLE_API_KEY (bearer); methods: any; paths: any\n'
+            'rules[1]: "header.example.test" -> EXAMPLE_HEADER_KEY (header); methods: any; '
+            'paths: any\n'
+            'rules[2]: "git.example.test" -> EXAMPLE_GIT_TOKEN (basic); methods: any; paths: any\n'
+            'rules[3]: "query.example.test" -> EXAMPLE_QUERY_KEY (query); methods: any; '
+            'paths: any\n' % EXAMPLE)
     check(out == want, "check example output:\n%s" % out)
     check(err == "", "check example stderr: %r" % err)
 
@@ -68,7 +73,13 @@ def test_example():
     check(out.count("\n") == 1, "--json prints one line")
     want = {"file": EXAMPLE, "valid": True, "error": None, "mode": "default",
             "mode_reason": "every designated host is an exact name or IP literal", "rules": 4,
-            "host_entries": 2, "secrets": 4, "warnings": [], "notes": [], "ca": "constrained"}
+            "host_entries": 2, "secrets": 4, "warnings": [], "notes": [], "ca": "constrained",
+            "rule_scopes": [
+                {"host_pattern": h, "secret": s, "scheme": k, "methods": None, "paths": None}
+                for h, s, k in (("api.example.test", "EXAMPLE_API_KEY", "bearer"),
+                                ("header.example.test", "EXAMPLE_HEADER_KEY", "header"),
+                                ("git.example.test", "EXAMPLE_GIT_TOKEN", "basic"),
+                                ("query.example.test", "EXAMPLE_QUERY_KEY", "query"))]}
     check(o == want, "--json object: %r" % o)
 
     rc, out, err = run("check", "--vault", CATCHALL)
@@ -84,7 +95,7 @@ def test_broken(d):
         ('{"version":1,"rules":[],"bogus":1}', "bogus: unknown field"),
         ('{"version":1,"secrets":{"A":{"value":"%s"}},"rules":[{"host_pattern":'
          '"api.example.com","secret":"A","scheme":"digest"}]}' % CANARY_VALUE,
-         "rules[0].scheme: expected one of bearer, basic, header, query"),
+         "rules[0].scheme: expected one of bearer, basic, header, query, sigv4"),
         ('{"version":1,"secrets":{"A":{"value":"%s\\r\\nX-Evil: 1"}}}' % CANARY_VALUE,
          "secrets.A.value: secret has a forbidden byte at offset %d (only visible ASCII and "
          "space; CR, LF, NUL and other controls are refused)" % len(CANARY_VALUE)),

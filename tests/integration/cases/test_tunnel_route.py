@@ -4,9 +4,7 @@ here on loopback), TLS to the real host inside the tunnel is verified as usual, 
 count under route `tunnel` in egress_route_log. A blocked host still counts as `refused`."""
 import json
 import os
-import socket
 import subprocess
-import threading
 
 import vgtest as t
 
@@ -16,58 +14,7 @@ certs = t.make_certs(d, ["api.example.test"])
 up = t.FakeUpstream(certs["cert"], certs["key"], t.echo_handler)
 
 
-class ConnectProxy:
-    """CONNECT host:port → the fake upstream; records every CONNECT line it is sent."""
-
-    def __init__(self, target):
-        self.target = target
-        self.lines = []
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self.loop, daemon=True).start()
-
-    def loop(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
-
-    def serve(self, c):
-        head = b""
-        while b"\r\n\r\n" not in head:
-            b = c.recv(4096)
-            if not b:
-                c.close()
-                return
-            head += b
-        line = head.split(b"\r\n", 1)[0].decode()
-        self.lines.append(line)
-        u = socket.create_connection(self.target)
-        c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-
-        def pump(a, b):
-            try:
-                while True:
-                    data = a.recv(65536)
-                    if not data:
-                        break
-                    b.sendall(data)
-            except OSError:
-                pass
-            for s in (a, b):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-        threading.Thread(target=pump, args=(c, u), daemon=True).start()
-        pump(u, c)
-
-
-proxy = ConnectProxy((up.addr, up.port))
+proxy = t.ConnectProxy((up.addr, up.port))
 vg = t.Vaultgate(d, t.example_vault(run_id="run-tunnel-1"), upstream_ca=certs["ca"],
                  audit="sqlite", extra=["--upstream-proxy", "http://127.0.0.1:%d" % proxy.port])
 vg.start()

@@ -296,8 +296,10 @@ class FakeUpstream:
     """TLS server on ADDR:443. handler(req, conn_index) returns a list of actions:
     bytes (sent), ("sleep", s), ("close",). Records raw bytes per connection."""
 
-    def __init__(self, cert, key, handler=None, port=443, addr=None, tls=True):
+    def __init__(self, cert, key, handler=None, port=443, addr=None, tls=True,
+                 continue100=False):
         self.handler = handler or (lambda req, ci: [resp_bytes(200, b"ok")])
+        self.continue100 = continue100  # answer Expect: 100-continue before reading a body
         self.lock = threading.Lock()
         self.raw = []        # bytes received, one bytearray per connection
         self.requests = []   # Request objects, in order
@@ -389,15 +391,21 @@ class FakeUpstream:
                 pos = i + 4
                 te = header(fields, "transfer-encoding")
                 cl = header(fields, "content-length")
+                if self.continue100 and [v for v in header(fields, "expect")
+                                         if v.lower() == "100-continue"]:
+                    s.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
                 if te:
                     body, buf, pos = _read_chunked(buf, pos, more)
                 elif cl:
                     n = int(cl[0])
-                    while len(buf) < pos + n:
+                    parts, have = [buf], len(buf)
+                    while have < pos + n:  # joined once: large bodies stay linear
                         d = more()
                         if not d:
                             return
-                        buf += d
+                        parts.append(d)
+                        have += len(d)
+                    buf = b"".join(parts)
                     body = buf[pos:pos + n]
                     pos += n
                 else:
@@ -855,3 +863,68 @@ def read_until_close(s):
             break
         out += d
     return bytes(out)
+
+
+class ConnectProxy:
+    """An HTTP CONNECT proxy on 127.0.0.1 (for --upstream-proxy): CONNECT host:port goes to
+    targets[host] (a dict), or to targets itself when it is one (addr, port) pair; records the
+    CONNECT lines it is sent (.lines)."""
+
+    def __init__(self, targets):
+        self.targets, self.lines = targets, []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def _loop(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        head = b""
+        while b"\r\n\r\n" not in head:
+            b = c.recv(4096)
+            if not b:
+                c.close()
+                return
+            head += b
+        line = head.split(b"\r\n", 1)[0].decode()
+        self.lines.append(line)
+        host = line.split()[1].rsplit(":", 1)[0]
+        target = self.targets.get(host) if isinstance(self.targets, dict) else self.targets
+        u = socket.create_connection(target)
+        c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+
+        def pump(a, b):
+            try:
+                while True:
+                    data = a.recv(65536)
+                    if not data:
+                        break
+                    b.sendall(data)
+            except OSError:
+                pass
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        threading.Thread(target=pump, args=(c, u), daemon=True).start()
+        pump(u, c)
+
+
+def check_absent(texts, canaries):
+    """Fails when any canary (a secret, token or signature) appears in any of texts, a dict of
+    where -> str; the message names where, never the canary."""
+    for where, text in texts.items():
+        for c in canaries:
+            check(c not in text, "%s carries a secret, token or signature" % where)

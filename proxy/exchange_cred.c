@@ -1,0 +1,426 @@
+/*
+ * exchange_cred.c - the credential of one request (SPEC §3): the static schemes injected into
+ * the head, OAuth 2.0 access tokens from the token manager (a request that finds none valid
+ * waits, parked on its worker, until the manager has one or fails; 502 while the endpoint
+ * fails), and AWS Signature Version 4, for which the exchange hashes the body it forwards
+ * before it signs (buffering up to VG_SIGV4_BODY_MAX and answering Expect: 100-continue itself),
+ * refuses what it cannot sign (streaming payloads, presigned URLs: 501), and masks the secret
+ * key, the session token and the request's signature in the response.
+ *
+ * Guarantees: the head is signed with the real key only after every byte of the body that goes
+ * upstream was hashed, and that body goes upstream unchanged with its Content-Length; the
+ * buffered body lives in blocks that are wiped (OPENSSL_cleanse) when libevent or the exchange
+ * lets go of them, never copied into chains of libevent's own on the HTTP/1.1 path, and never
+ * logged; all buffered bodies of the process together stay under VG_SIGV4_BUFFER_TOTAL (503
+ * past it), one body under VG_SIGV4_BODY_MAX (413).
+ */
+#include "proxy/exchange_int.h"
+#include "common/caps.h"
+#include "policy/inject.h"
+#include "policy/policy.h"
+#include "proxy/h2up.h"
+#include "proxy/oauth.h"
+#include "proxy/worker.h"
+#include "proxy/reason.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <openssl/crypto.h>
+
+/* Bytes of buffered SigV4 bodies (block capacities) in the whole process. */
+static _Atomic size_t sig_total;
+
+static bool sig_reserve(size_t n)
+{
+    size_t before = atomic_fetch_add(&sig_total, n);
+
+    if (before + n <= VG_SIGV4_BUFFER_TOTAL)
+        return true;
+    atomic_fetch_sub(&sig_total, n);
+    return false;
+}
+
+/* evbuffer_add_reference cleanup of a block: wiped, freed, given back to the budget. */
+static void sig_block_release(const void *data, size_t datalen, void *extra)
+{
+    size_t cap = (size_t)(uintptr_t)extra;
+
+    (void)datalen;
+    OPENSSL_cleanse((void *)data, cap);
+    free((void *)data);
+    atomic_fetch_sub(&sig_total, cap);
+}
+
+/* Hands the block being filled to sig_body (by reference). 0 or -1. */
+static int sig_block_close(struct exchange *x)
+{
+    if (x->sig_blk == NULL)
+        return 0;
+    if (x->sig_blk_used == 0) {
+        sig_block_release(x->sig_blk, 0, (void *)(uintptr_t)x->sig_blk_cap);
+    } else if (evbuffer_add_reference(x->sig_body, x->sig_blk, x->sig_blk_used, sig_block_release,
+                                      (void *)(uintptr_t)x->sig_blk_cap) < 0) {
+        sig_block_release(x->sig_blk, 0, (void *)(uintptr_t)x->sig_blk_cap);
+        x->sig_blk = NULL;
+        return -1;
+    }
+    x->sig_blk = NULL;
+    x->sig_blk_cap = x->sig_blk_used = 0;
+    return 0;
+}
+
+/* A new block of cap bytes within the budget: 0, -1 out of memory, -2 over the budget. */
+static int sig_block_open(struct exchange *x, size_t cap)
+{
+    if (!sig_reserve(cap))
+        return -2;
+    x->sig_blk = malloc(cap);
+    if (x->sig_blk == NULL) {
+        atomic_fetch_sub(&sig_total, cap);
+        return -1;
+    }
+    x->sig_blk_cap = cap;
+    x->sig_blk_used = 0;
+    return 0;
+}
+
+/* ---- waiting for a token: the worker's list of parked exchanges ------------------------- */
+
+static void park_unlink(struct exchange *x)
+{
+    if (x->park_list == NULL)
+        return;
+    if (x->park_prev != NULL)
+        x->park_prev->park_next = x->park_next;
+    else
+        *x->park_list = x->park_next;
+    if (x->park_next != NULL)
+        x->park_next->park_prev = x->park_prev;
+    x->park_prev = x->park_next = NULL;
+    x->park_list = NULL;
+}
+
+static void park_link(struct exchange *x, void **list)
+{
+    x->park_prev = NULL;
+    x->park_next = *list;
+    if (x->park_next != NULL)
+        x->park_next->park_prev = x;
+    *list = x;
+    x->park_list = list;
+}
+
+void exch_cred_free(struct exchange *x)
+{
+    park_unlink(x);
+    inject_token_free(&x->itok);
+    oauth_tok_unref(&x->otok);
+    sigv4_hash_free(&x->sig_hash);
+    if (x->sig_blk != NULL)
+        sig_block_release(x->sig_blk, 0, (void *)(uintptr_t)x->sig_blk_cap);
+    x->sig_blk = NULL;
+    if (x->sig_body != NULL)
+        evbuffer_free(x->sig_body); /* runs the blocks' cleanups */
+    x->sig_body = NULL;
+    OPENSSL_cleanse(x->sig, sizeof(x->sig));
+}
+
+enum http1_body exch_req_body(const struct exchange *x, uint64_t *len)
+{
+    const struct http1_msg *req = x->req;
+
+    if (x->sig_buffered) {
+        *len = x->sig_len;
+        return x->sig_len > 0 ? HTTP1_BODY_LENGTH : HTTP1_BODY_NONE;
+    }
+    *len = req->content_length;
+    if (req->body == HTTP1_BODY_LENGTH && req->content_length == 0)
+        return HTTP1_BODY_NONE;
+    return req->body;
+}
+
+/* ---- the forms the masker looks for ---------------------------------------------------- */
+
+static void cred_forms(struct exchange *x, const char *extra, size_t extra_len)
+{
+    x->nforms = inject_forms(x->policy, x->rule, x->forms);
+    if (extra != NULL && x->nforms < INJECT_MAX_FORMS) {
+        x->forms[x->nforms].bytes = (const unsigned char *)extra;
+        x->forms[x->nforms++].len = extra_len;
+        x->forms_dynamic = true;
+    }
+}
+
+/* ---- SigV4 ------------------------------------------------------------------------------ */
+
+/* Signs the head with payload_hash at the current time, then sets the masker up. 0 or -1
+ * (answered). */
+static int sigv4_finish(struct exchange *x, struct http_head *h, const char *payload_hash)
+{
+    if (inject_sigv4(h, x->policy, x->rule, payload_hash, time(NULL), x->sig) < 0) {
+        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "request signing failed", VG_R_INJECT);
+        return -1;
+    }
+    cred_forms(x, x->sig, SIGV4_HEX_LEN);
+    if (exch_mask_setup(x, h) < 0) {
+        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
+        return -1;
+    }
+    return 0;
+}
+
+/* Interim 100 Continue to a client that waits for it before sending the body. 0 or -1. */
+static int sigv4_continue(struct exchange *x)
+{
+    struct http_head h;
+    int rc;
+
+    httphead_init(&h);
+    rc = httphead_set_status_line(&h, 1, 100, "Continue", 8) < 0 ||
+                 x->ops->head(x->t, &h, EXCH_BODY_NONE, 0, false) < 0
+             ? -1
+             : 0;
+    httphead_reset(&h);
+    x->ops->flush(x->t);
+    return rc;
+}
+
+/*
+ * A request to a sigv4 rule's host: refused (501) when the client signs in a way vaultgate
+ * cannot take over, signed at once when its body is not part of the signature (none, or
+ * UNSIGNED-PAYLOAD), else buffered: 0 (go on), 1 (the body is awaited), -1 (answered).
+ */
+static int sigv4_apply(struct exchange *x, struct http_head *h)
+{
+    uint64_t len = 0;
+    enum http1_body body = exch_req_body(x, &len);
+    int rc;
+
+    switch (sigv4_classify(h)) {
+    case SIGV4_PRESIGNED:
+        exch_fail(x, 501, VG_PS_REQUEST_ERROR,
+                  "presigned URLs are not supported: vaultgate signs each request itself",
+                  VG_R_SIGV4_PRESIGNED);
+        return -1;
+    case SIGV4_STREAMING:
+        exch_fail(x, 501, VG_PS_REQUEST_ERROR,
+                  "streaming signed payloads (aws-chunked, STREAMING-*) are not supported",
+                  VG_R_SIGV4_STREAMING);
+        return -1;
+    case SIGV4_UNSIGNED_BODY:
+        return sigv4_finish(x, h, SIGV4_UNSIGNED);
+    case SIGV4_BUFFER:
+        break;
+    }
+    if (body == HTTP1_BODY_NONE)
+        return sigv4_finish(x, h, SIGV4_EMPTY_SHA256);
+    if (body == HTTP1_BODY_LENGTH && len > VG_SIGV4_BODY_MAX) {
+        exch_fail(x, 413, VG_PS_REQUEST_ERROR, "request body over 32 MiB cannot be signed",
+                  VG_R_SIGV4_TOO_LARGE);
+        return -1;
+    }
+    x->sig_hash = sigv4_hash_new();
+    x->sig_body = evbuffer_new();
+    rc = x->sig_hash == NULL || x->sig_body == NULL
+             ? -1
+             : sig_block_open(x, body == HTTP1_BODY_LENGTH ? (size_t)len : VG_SIGV4_BLOCK);
+    if (rc < 0) {
+        exch_fail(x, rc == -2 ? 503 : 500, VG_PS_INTERNAL_ERROR,
+                  rc == -2 ? "request body buffers are full" : "out of memory",
+                  rc == -2 ? VG_R_SIGV4_BUDGET : VG_R_OOM);
+        return -1;
+    }
+    x->sig_buffered = true;
+    /* the body is read here, not by the upstream: answer the client's Expect ourselves */
+    if (httphead_has_token(h, "Expect", "100-continue") && sigv4_continue(x) < 0) {
+        exch_finish(x, EXCH_END_ABORT);
+        return -1;
+    }
+    httphead_remove(h, "Expect");
+    x->state = EXCH_S_BODY;
+    x->ops->more(x->t);
+    return 1;
+}
+
+int exch_cred_body(struct exchange *x, const char *data, size_t len)
+{
+    while (len > 0) {
+        size_t n = x->sig_blk_cap - x->sig_blk_used;
+        int rc = 0;
+
+        if (x->sig_len + len > VG_SIGV4_BODY_MAX) {
+            exch_fail(x, 413, VG_PS_REQUEST_ERROR, "request body over 32 MiB cannot be signed",
+                      VG_R_SIGV4_TOO_LARGE);
+            return -1;
+        }
+        if (n == 0 && (sig_block_close(x) < 0 || (rc = sig_block_open(x, VG_SIGV4_BLOCK)) < 0)) {
+            exch_fail(x, rc == -2 ? 503 : 500, VG_PS_INTERNAL_ERROR,
+                      rc == -2 ? "request body buffers are full" : "out of memory",
+                      rc == -2 ? VG_R_SIGV4_BUDGET : VG_R_OOM);
+            return -1;
+        }
+        n = x->sig_blk_cap - x->sig_blk_used;
+        if (n > len)
+            n = len;
+        memcpy(x->sig_blk + x->sig_blk_used, data, n);
+        if (sigv4_hash_update(x->sig_hash, data, n) < 0) {
+            exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
+            return -1;
+        }
+        x->sig_blk_used += n;
+        x->sig_len += n;
+        data += n;
+        len -= n;
+    }
+    return 0;
+}
+
+/* The whole body is here: hashed, the head signed, the upstream asked for. 0 or -1. */
+int exch_cred_body_end(struct exchange *x)
+{
+    char hex[SIGV4_HEX_LEN + 1];
+
+    if (sig_block_close(x) < 0 || sigv4_hash_final(&x->sig_hash, hex) < 0) {
+        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
+        return -1;
+    }
+    if (sigv4_finish(x, &x->req->head, hex) < 0)
+        return -1;
+    exch_get_upstream(x);
+    return 0;
+}
+
+/* After the head went upstream: the buffered body follows, moved without a copy. 0 or -1. */
+int exch_cred_body_out(struct exchange *x)
+{
+    if (!x->sig_buffered || x->sig_body == NULL)
+        return 0;
+    x->req_done = true;
+    if (x->h2s != NULL)
+        return h2up_body_take(x->h2s, x->sig_body) < 0 ? -1 : h2up_body_end(x->h2s);
+    x->up.nocopy = true;
+    return evbuffer_add_buffer(x->up.stage, x->sig_body);
+}
+
+/* ---- OAuth 2.0 access tokens ----------------------------------------------------------- */
+
+/* 502 with the Proxy-Status SPEC §3 gives while a token endpoint fails. */
+static void token_failed(struct exchange *x, const char *name, const char *reason)
+{
+    char details[VG_SECRET_NAME_MAX + 64];
+
+    snprintf(details, sizeof(details), "token endpoint for %s failed", name);
+    exch_fail(x, 502, VG_PS_DEST_UNAVAILABLE, details, reason);
+}
+
+/* Injects the source's token if one is valid: 0 (done), 1 (wait), -1 (answered). */
+static int token_try(struct exchange *x, struct http_head *h)
+{
+    struct oauth_tok *t = NULL;
+    const char *v;
+    size_t n;
+
+    switch (oauth_acquire(x->osrc, &t)) {
+    case OAUTH_FAILED:
+        token_failed(x, oauth_src_name(x->osrc), VG_R_OAUTH_FAILED);
+        return -1;
+    case OAUTH_WAIT:
+        return 1;
+    case OAUTH_READY:
+        break;
+    }
+    x->otok = t;
+    v = oauth_tok_value(t, &n);
+    if ((x->itok = inject_token_apply(h, x->policy, x->rule, v, n)) == NULL) {
+        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "credential injection failed", VG_R_INJECT);
+        return -1;
+    }
+    x->nforms = inject_token_forms(x->itok, x->forms);
+    x->forms_dynamic = true; /* the next token is another secret */
+    if (exch_mask_setup(x, h) < 0) {
+        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
+        return -1;
+    }
+    return 0;
+}
+
+/* A rule whose secret is oauth2 source `src`: the token now, or the request parks on its
+ * worker until the manager has one (bounded). 0, 1 (parked) or -1 (answered). */
+static int oauth_apply(struct exchange *x, struct http_head *h, int src, const char *name)
+{
+    int rc;
+
+    if ((x->osrc = policy_oauth_slot(x->policy, (size_t)src)) == NULL) {
+        token_failed(x, name, VG_R_OAUTH_FAILED); /* no token manager in this process */
+        return -1;
+    }
+    if ((rc = token_try(x, h)) != 1)
+        return rc;
+    x->state = EXCH_S_TOKEN;
+    park_link(x, &x->w->parked);
+    exch_arm(x, EXCH_T_TOKEN(x));
+    return 1;
+}
+
+void exchange_oauth_wake(struct worker *w)
+{
+    void *list = w->parked;
+
+    /* the waiting requests move to a list of this call: those that must wait on go back, and
+     * one freed meanwhile (a connection closing) unlinks itself from wherever it is */
+    w->parked = NULL;
+    for (struct exchange *x = list; x != NULL; x = x->park_next)
+        x->park_list = &list;
+    while (list != NULL) {
+        struct exchange *x = list;
+        int rc;
+
+        park_unlink(x);
+        exch_enter(x);
+        rc = token_try(x, &x->req->head);
+        if (rc == 1)
+            park_link(x, &w->parked);
+        else if (rc == 0)
+            exch_get_upstream(x);
+        exch_leave(x);
+    }
+}
+
+/* The bounded wait for a token ran out. */
+void exch_cred_token_timeout(struct exchange *x)
+{
+    park_unlink(x);
+    token_failed(x, oauth_src_name(x->osrc), VG_R_OAUTH_WAIT);
+}
+
+/* The exchange is leaving its transport: it waits for nothing any more. */
+void exch_cred_detach(struct exchange *x)
+{
+    park_unlink(x);
+}
+
+/* ---- the entry point -------------------------------------------------------------------- */
+
+int exch_cred_apply(struct exchange *x, struct http_head *h)
+{
+    struct policy_rule_info ri;
+
+    policy_rule_info(x->policy, (size_t)x->rule, &ri);
+    if (ri.scheme == POLICY_SCHEME_SIGV4)
+        return sigv4_apply(x, h);
+    if (ri.oauth >= 0)
+        return oauth_apply(x, h, ri.oauth, ri.secret_name);
+    cred_forms(x, NULL, 0);
+    if (inject_apply(h, x->policy, x->rule) < 0 || exch_mask_setup(x, h) < 0) {
+        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "credential injection failed", VG_R_INJECT);
+        return -1;
+    }
+    return 0;
+}

@@ -86,8 +86,8 @@ static int h2_exchange(SSL *ssl, const char *authority, int get)
         if (read_full(ssl, hdr, 9) < 0)
             return -1;
         len = (size_t)hdr[0] << 16 | (size_t)hdr[1] << 8 | hdr[2];
-        stream = ((unsigned)hdr[5] & 0x7f) << 24 | (unsigned)hdr[6] << 16 |
-                 (unsigned)hdr[7] << 8 | hdr[8];
+        stream = ((unsigned)hdr[5] & 0x7f) << 24 | (unsigned)hdr[6] << 16 | (unsigned)hdr[7] << 8 |
+                 hdr[8];
         if (len > sizeof(payload) || read_full(ssl, payload, len) < 0)
             return -1;
         if (hdr[3] == H2_GOAWAY || (hdr[3] == H2_RST_STREAM && stream == 1))

@@ -4,29 +4,39 @@
 #
 # Every proxy: one worker/thread/process pinned to CPU $PROXY_CPU, TLS 1.3 with an ECDSA P-256
 # leaf towards the client, the same Authorization header set on every request, keep-alive
-# upstream connections, upstream TLS verified against a test CA. The upstream is nginx serving a
-# 3-byte response over TLS, pinned to $LOAD_CPU together with the load generators. Loopback only.
-# The proxies run one after the other, each freshly started, so none disturbs another.
+# upstream connections, upstream TLS verified against a test CA. The upstream is nginx over TLS
+# serving a 3-byte answer at / and a 1 MiB one at /big.bin, pinned to $LOAD_CPU together with the
+# load generators. vaultgate runs as a product would: a bearer rule (so its reflection masking
+# runs on every answer), the SQLite audit store; "vaultgate" logs at $VG_LOG_LEVEL (the default,
+# info) and "vgwarn" is the same build at --log-level warn. Loopback only. The proxies run one
+# after the other, each freshly started, so none disturbs another.
 #
 # Measures, per proxy
-#   idle memory             RSS growth over $MEM_CONNS idle keep-alive TLS connections that each
-#                           served one request (tests/bench/idleclient.c), in KiB per connection;
-#                           measured first, on the freshly started proxy
-#   keep-alive requests/s   wrk -c$CONNS on persistent connections
-#   full handshakes/s       tests/bench/hsclient.c: new connection, SNI, no session offered
-#                           (resumed handshakes are counted and must be 0)
+#   mem   idle memory: RSS growth over $MEM_CONNS idle keep-alive TLS connections that each served
+#         one request (tests/bench/idleclient.c), in KiB per connection; measured first, on the
+#         freshly started proxy
+#   ka    keep-alive requests/s: wrk -c$CONNS on persistent connections
+#   hs    full handshakes/s: tests/bench/hsclient.c, new connection, SNI, no session offered
+#         (resumed handshakes are counted and must be 0)
+#   rs    resumed handshakes/s: the same, each connection offering a TLS 1.3 ticket (every
+#         handshake must resume)
+#   bulk  MiB/s of 1 MiB answers: wrk -c$BULK_CONNS on persistent connections, GET /big.bin
+#   h2    HTTP/2 requests/s: h2load -c$H2_CLIENTS -m$H2_STREAMS (nginx listens with http2,
+#         haproxy with alpn h2; mitmproxy is left out)
 # and, for the rates, the proxy's own CPU seconds (utime+stime from /proc), so rates are also
 # given per proxy CPU-second: on a small machine the load generator may saturate its core first.
 #
 # Usage: tests/bench/bench_proxy.sh [BUILD_DIR]
-#   env: SECS=10 CONNS=64 HS_THREADS=4 MEM_CONNS=5000 MITM_MEM_CONNS=1000 PROXY_CPU=0 LOAD_CPU=1
-#        VG_LOG_LEVEL=info PROXIES="nginx haproxy mitmproxy vaultgate" TESTS="mem ka hs"
+#   env: SECS=10 CONNS=64 HS_THREADS=4 BULK_CONNS=4 H2_CLIENTS=10 H2_STREAMS=100 MEM_CONNS=5000
+#        MITM_MEM_CONNS=1000 PROXY_CPU=0 LOAD_CPU=1 VG_LOG_LEVEL=info VG_AUDIT=sqlite (or off)
+#        PROXIES="nginx haproxy mitmproxy vaultgate vgwarn" TESTS="mem ka hs rs bulk h2"
 #        VG=path/to/vaultgate (default BUILD_DIR/cli/vaultgate) PERF=/tmp/vg.perf (perf record
-#        -g of vaultgate during keep-alive and handshakes) MEM_NOREQ=1 (idle connections after the
-#        handshake only, no request) MEM_HOOK='cmd' (run while the idle
-#        connections are held, with $MAIN_PID set)
-# mitmproxy (Debian package) is installed with apt-get when missing; without it (or haproxy) that
-# column is skipped.
+#        -g of vaultgate during each test: PERF.ka, PERF.hs, ...) MEM_NOREQ=1 (idle connections
+#        after the handshake only, no request) MEM_HOOK='cmd' (run while the idle connections are
+#        held, with $MAIN_PID set) VG_THREADS=1 NGX_WORKERS=1 HAP_THREADS=1 (2 each, with
+#        PROXY_CPU=0,1 LOAD_CPU=0,1 LOAD_NICE=10 WRK_THREADS=2, for the two-core run)
+# mitmproxy and h2load (nghttp2-client) are installed with apt-get when missing; without one
+# (or haproxy) that column or row is skipped.
 set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -35,13 +45,17 @@ VG=${VG:-$BUILD/cli/vaultgate}
 SECS=${SECS:-10}
 CONNS=${CONNS:-64}
 HS_THREADS=${HS_THREADS:-4}
+BULK_CONNS=${BULK_CONNS:-4}
+WRK_THREADS=${WRK_THREADS:-1}
+H2_CLIENTS=${H2_CLIENTS:-10}
+H2_STREAMS=${H2_STREAMS:-100}
 MEM_CONNS=${MEM_CONNS:-5000}
 MITM_MEM_CONNS=${MITM_MEM_CONNS:-1000}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 VG_LOG_LEVEL=${VG_LOG_LEVEL:-info}
-PROXIES=${PROXIES:-nginx haproxy mitmproxy vaultgate}
-TESTS=${TESTS:-mem ka hs}
+PROXIES=${PROXIES:-nginx haproxy mitmproxy vaultgate vgwarn}
+TESTS=${TESTS:-mem ka hs rs bulk h2}
 UP_ADDR=127.0.0.93
 SECRET="sk-bench-FAKE-secret"
 
@@ -51,6 +65,7 @@ for t in nginx wrk openssl taskset cc python3; do
 done
 . "$SRC/tests/bench/lib.sh"
 [[ " $PROXIES " == *" mitmproxy "* ]] && bench_need mitmdump mitmproxy
+[[ " $TESTS " == *" h2 "* ]] && bench_need h2load nghttp2-client
 ACTIVE=()
 for p in $PROXIES; do
     case $p in
@@ -62,6 +77,15 @@ done
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 bench_workdir vgbench
+VG_AUDIT=${VG_AUDIT:-sqlite}
+[ "$VG_AUDIT" = sqlite ] && VG_AUDIT="sqlite:$W/var/audit.db"
+# h2load sends no SNI for an address: it names the proxy api.example.test (nothing is resolved:
+# it connects to 127.0.0.1), which vaultgate gets a second bearer rule for
+PX_HOST2=api.example.test
+# nginx and haproxy offer h2 by ALPN (wrk and hsclient offer no ALPN, so they speak HTTP/1.1)
+NGX_LISTEN=${NGX_LISTEN-http2}
+NGX_KEEPALIVE=${NGX_KEEPALIVE:-$((H2_CLIENTS * H2_STREAMS))} # idle upstream connections kept
+HAP_BIND=${HAP_BIND-alpn h2,http/1.1}
 
 # ---- certificates: test CA, upstream leaf, proxy leaf (all ECDSA P-256) ----
 bench_ca bench-ca
@@ -72,8 +96,11 @@ cat px-chain.pem px.key >px-haproxy.pem
 cc -O2 -o "$W/hsclient" "$SRC/tests/bench/hsclient.c" -lssl -lcrypto -lpthread
 cc -O2 -o "$W/idleclient" "$SRC/tests/bench/idleclient.c" -lssl -lcrypto
 
-# ---- upstream: nginx, static 3-byte answer over TLS ----
-bench_upstream "$UP_ADDR" ok
+# ---- upstream: nginx over TLS, a 3-byte answer at / and 1 MiB of random bytes at /big.bin ----
+mkdir -p www
+head -c 1048576 /dev/urandom >www/big.bin
+chmod 711 "$W" && chmod 755 www && chmod 644 www/big.bin # nginx's worker runs as nobody
+bench_upstream "$UP_ADDR" ok "" "location = /big.bin { root $W/www; }"
 
 # ---- the proxies under test: start_nginx, start_haproxy and start_vaultgate are in lib.sh ----
 start_mitmproxy() {
@@ -93,8 +120,25 @@ get() {
         timeout 5 openssl s_client -quiet -connect "127.0.0.1:$PORT" -servername 127.0.0.1 \
             2>/dev/null || true # s_client fails on a close without close_notify (mitmproxy)
 }
+# load_gen CMD...: a load generator, on $LOAD_CPU at nice $LOAD_NICE
+load_gen() { nice -n "${LOAD_NICE:-0}" taskset -c "$LOAD_CPU" "$@"; }
+start_vgwarn() { VG_LOG_LEVEL=warn start_vaultgate; }
+
 TICK=$(getconf CLK_TCK)
-declare -A RPS RPS_CPU CPS CPS_CPU MEM
+declare -A RPS RPS_CPU CPS CPS_CPU RCPS RCPS_CPU BULK BULK_CPU H2 H2_CPU MEM
+
+# perf_start NAME TEST: perf record -g of vaultgate (not vgwarn) for $SECS s into $PERF.TEST
+perf_start() {
+    if [ -n "${PERF:-}" ] && [ "$1" = vaultgate ]; then
+        perf record -q -g -p "$MAIN_PID" -o "$PERF.$2" -- sleep "$SECS" 2>/dev/null &
+    fi
+}
+# per_cpu C0 C1 COUNT: sets CPU (the proxy's CPU seconds, from ticks C0 -> C1) and PER (COUNT per
+# proxy CPU-second)
+per_cpu() {
+    CPU=$(awk -v a="$1" -v b="$2" -v t="$TICK" 'BEGIN { printf "%.2f", (b - a) / t }')
+    PER=$(awk -v n="$3" -v c="$CPU" 'BEGIN { printf "%.0f", (c > 0 ? n / c : 0) }')
+}
 
 bench_mem() { # name
     local n=$MEM_CONNS
@@ -103,38 +147,80 @@ bench_mem() { # name
     MEM[$1]=$IDLE_KIB
     echo "$1 idle memory: $IDLE_LINE, RSS $IDLE_R0 -> $IDLE_R1 KiB, ${MEM[$1]} KiB/connection"
 }
-bench_ka() { # name
-    local pids c0 c1 out errs cpu
+# wrk_run NAME TEST CONNS PATH: wrk on persistent connections after a 2 s warm-up; sets WRK_RPS
+# (requests/s), WRK_N (requests), WRK_OUT, CPU (the proxy's CPU seconds) and PER (requests per
+# proxy CPU-second)
+wrk_run() {
+    local pids c0 c1 errs
     pids=$(proxy_pids)
-    taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d2s "https://127.0.0.1:$PORT/" >/dev/null # warm-up
+    load_gen wrk -t"$WRK_THREADS" -c"$3" -d2s "https://127.0.0.1:$PORT$4" >/dev/null # warm-up
     c0=$(cpu_of $pids)
-    if [ -n "${PERF:-}" ] && [ "$1" = vaultgate ]; then
-        perf record -q -g -p "$MAIN_PID" -o "$PERF" -- sleep "$SECS" 2>/dev/null &
-    fi
-    out=$(taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${SECS}s" \
-        -H "Authorization: Bearer placeholder" "https://127.0.0.1:$PORT/")
+    perf_start "$1" "$2"
+    WRK_OUT=$(load_gen wrk -t"$WRK_THREADS" -c"$3" -d"${SECS}s" \
+        -H "Authorization: Bearer placeholder" "https://127.0.0.1:$PORT$4")
     c1=$(cpu_of $pids)
-    RPS[$1]=$(echo "$out" | awk '/Requests\/sec/ { printf "%.0f", $2 }')
-    errs=$(echo "$out" | awk '/Non-2xx|Socket errors/ { print }')
-    cpu=$(awk -v a="$c0" -v b="$c1" -v t="$TICK" 'BEGIN { printf "%.2f", (b - a) / t }')
-    RPS_CPU[$1]=$(awk -v r="${RPS[$1]}" -v s="$SECS" -v c="$cpu" \
-        'BEGIN { printf "%.0f", (c > 0 ? r * s / c : 0) }')
-    echo "$1 keep-alive: ${RPS[$1]} req/s, proxy CPU ${cpu}s of ${SECS}s ${errs:+($errs)}"
+    WRK_RPS=$(echo "$WRK_OUT" | awk '/Requests\/sec/ { printf "%.2f", $2 }')
+    WRK_N=$(echo "$WRK_OUT" | awk '/requests in/ { print $1 }')
+    per_cpu "$c0" "$c1" "$WRK_N"
+    errs=$(echo "$WRK_OUT" | awk '/Non-2xx|Socket errors/ { print }')
+    [ -z "$errs" ] || echo "$1 $2: $errs"
+}
+bench_ka() { # name
+    wrk_run "$1" ka "$CONNS" /
+    RPS[$1]=$(printf '%.0f' "$WRK_RPS")
+    RPS_CPU[$1]=$PER
+    echo "$1 keep-alive: ${RPS[$1]} req/s, proxy CPU ${CPU}s of ${SECS}s"
+}
+bench_bulk() { # name: 1 MiB answers, MiB/s
+    wrk_run "$1" bulk "$BULK_CONNS" /big.bin
+    BULK[$1]=$(printf '%.0f' "$WRK_RPS")
+    BULK_CPU[$1]=$PER
+    echo "$1 bulk: ${BULK[$1]} MiB/s, proxy CPU ${CPU}s of ${SECS}s"
+}
+bench_h2() { # name: h2load, after a 2 s warm-up run
+    local pids c0 c1 out n
+    [ "$1" = mitmproxy ] && return 0
+    command -v h2load >/dev/null || return 0
+    pids=$(proxy_pids)
+    load_gen h2load -D 2 -c"$H2_CLIENTS" -m"$H2_STREAMS" \
+        --connect-to "127.0.0.1:$PORT" "https://$PX_HOST2:$PORT/" >/dev/null 2>&1 || true
+    c0=$(cpu_of $pids)
+    perf_start "$1" h2
+    out=$(load_gen h2load -D "$SECS" -c"$H2_CLIENTS" -m"$H2_STREAMS" \
+        -H "authorization: Bearer placeholder" --connect-to "127.0.0.1:$PORT" \
+        "https://$PX_HOST2:$PORT/" 2>&1 || true)
+    c1=$(cpu_of $pids)
+    n=$(echo "$out" | awk '/^status codes:/ { gsub(",", ""); print $3 }')
+    H2[$1]=$(awk -v n="${n:-0}" -v s="$SECS" 'BEGIN { printf "%.0f", n / s }')
+    per_cpu "$c0" "$c1" "${n:-0}"
+    H2_CPU[$1]=$PER
+    echo "$1 h2: ${H2[$1]} 2xx/s, proxy CPU ${CPU}s of ${SECS}s; $(echo "$out" | grep '^requests:')"
+}
+# hs_run NAME TEST [resume]: hsclient for $SECS s; sets HS_RATE, HS_PER_CPU and HS_LINE
+hs_run() {
+    local pids c0 c1 n
+    pids=$(proxy_pids)
+    c0=$(cpu_of $pids)
+    perf_start "$1" "$2"
+    HS_LINE=$(load_gen "$W/hsclient" 127.0.0.1 "$PORT" 127.0.0.1 "$SECS" \
+        "$HS_THREADS" ${3:-})
+    c1=$(cpu_of $pids)
+    HS_RATE=$(echo "$HS_LINE" | awk '{ printf "%.0f", $10 }')
+    n=$(echo "$HS_LINE" | awk '{ print $2 }')
+    per_cpu "$c0" "$c1" "$n"
+    HS_PER_CPU=$PER
 }
 bench_hs() { # name
-    local pids c0 c1 hs n cpu
-    pids=$(proxy_pids)
-    c0=$(cpu_of $pids)
-    if [ -n "${PERF:-}" ] && [ "$1" = vaultgate ]; then
-        perf record -q -g -p "$MAIN_PID" -o "$PERF.hs" -- sleep "$SECS" 2>/dev/null &
-    fi
-    hs=$(taskset -c "$LOAD_CPU" "$W/hsclient" 127.0.0.1 "$PORT" 127.0.0.1 "$SECS" "$HS_THREADS")
-    c1=$(cpu_of $pids)
-    CPS[$1]=$(echo "$hs" | awk '{ printf "%.0f", $10 }')
-    n=$(echo "$hs" | awk '{ print $2 }')
-    cpu=$(awk -v a="$c0" -v b="$c1" -v t="$TICK" 'BEGIN { printf "%.2f", (b - a) / t }')
-    CPS_CPU[$1]=$(awk -v n="$n" -v c="$cpu" 'BEGIN { printf "%.0f", (c > 0 ? n / c : 0) }')
-    echo "$1 full handshakes: $hs; proxy CPU ${cpu}s"
+    hs_run "$1" hs
+    CPS[$1]=$HS_RATE
+    CPS_CPU[$1]=$HS_PER_CPU
+    echo "$1 full handshakes: $HS_LINE; proxy CPU ${CPU}s"
+}
+bench_rs() { # name
+    hs_run "$1" rs resume
+    RCPS[$1]=$HS_RATE
+    RCPS_CPU[$1]=$HS_PER_CPU
+    echo "$1 resumed handshakes: $HS_LINE; proxy CPU ${CPU}s"
 }
 
 for name in "${ACTIVE[@]}"; do
@@ -154,7 +240,10 @@ for name in "${ACTIVE[@]}"; do
     [[ " $TESTS " == *" mem "* ]] && bench_mem "$name"
     [[ " $TESTS " == *" ka "* ]] && bench_ka "$name"
     [[ " $TESTS " == *" hs "* ]] && bench_hs "$name"
-    [ "$name" = vaultgate ] && grep -q '"level":"error"' "$W/vg.stderr" &&
+    [[ " $TESTS " == *" rs "* ]] && bench_rs "$name"
+    [[ " $TESTS " == *" bulk "* ]] && bench_bulk "$name"
+    [[ " $TESTS " == *" h2 "* ]] && bench_h2 "$name"
+    vg_col "$name" && grep -q '"level":"error"' "$W/vg.stderr" &&
         { echo "vaultgate logged errors:"; grep '"level":"error"' "$W/vg.stderr" | head -5; }
     kill "$MAIN_PID" 2>/dev/null || true
     wait "$MAIN_PID" 2>/dev/null || true
@@ -165,6 +254,12 @@ table_head
 row "keep-alive req/s" RPS
 row "keep-alive req/proxy-CPU-s" RPS_CPU
 row "full handshakes/s" CPS
-row "handshakes/proxy-CPU-s" CPS_CPU
+row "full hs/proxy-CPU-s" CPS_CPU
+row "resumed handshakes/s" RCPS
+row "resumed hs/proxy-CPU-s" RCPS_CPU
+row "bulk MiB/s (1 MiB answers)" BULK
+row "bulk MiB/proxy-CPU-s" BULK_CPU
+row "h2 req/s" H2
+row "h2 req/proxy-CPU-s" H2_CPU
 row "idle KiB/conn (lower better)" MEM
 exit 0

@@ -1,9 +1,12 @@
 /*
  * hsclient.c - full-handshake load for tests/bench/bench_proxy.sh (not part of any build).
  *
- * N threads each loop: connect, TLS handshake with SNI and no session offered (so every
- * handshake is a full one), close_notify, close. Counts handshakes and, as a check, resumed
- * ones (must stay 0). Usage: hsclient HOST PORT SNI SECONDS THREADS
+ * N threads each loop: connect, TLS handshake with SNI, close_notify, close. Counts handshakes
+ * and resumed ones. By default no session is offered, so every handshake is a full one (resumed
+ * must stay 0). With "resume" each thread first makes one full handshake, sends a request and
+ * reads the answer (a TLS 1.3 ticket arrives after the handshake), and then offers that session
+ * on every connection (resumed must equal handshakes).
+ * Usage: hsclient HOST PORT SNI SECONDS THREADS [resume]
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -22,6 +25,7 @@
 static struct sockaddr_in dst;
 static const char *sni;
 static double seconds;
+static int resume;
 static SSL_CTX *ctx;
 static _Atomic long done, resumed, failed;
 
@@ -33,11 +37,44 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* A full handshake and one request on it: returns the session the server issued, or NULL. */
+static SSL_SESSION *first_session(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    SSL *ssl;
+    SSL_SESSION *sess = NULL;
+    char req[256], buf[4096];
+
+    if (connect(fd, (struct sockaddr *)&dst, sizeof(dst)) != 0) {
+        close(fd);
+        return NULL;
+    }
+    ssl = SSL_new(ctx);
+    SSL_set_tlsext_host_name(ssl, sni);
+    SSL_set_fd(ssl, fd);
+    snprintf(req, sizeof(req), "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", sni);
+    if (SSL_connect(ssl) == 1 && SSL_write(ssl, req, (int)strlen(req)) > 0) {
+        while (SSL_read(ssl, buf, sizeof(buf)) > 0)
+            ;
+        sess = SSL_get1_session(ssl);
+        SSL_shutdown(ssl); /* a session not shut down is marked not resumable at SSL_free */
+    }
+    ERR_clear_error();
+    SSL_free(ssl);
+    close(fd);
+    return sess;
+}
+
 static void *run(void *arg)
 {
     double end = now() + seconds;
+    SSL_SESSION *sess = NULL;
 
     (void)arg;
+    if (resume && (sess = first_session()) == NULL) {
+        atomic_fetch_add(&failed, 1);
+        return NULL;
+    }
     while (now() < end) {
         int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
         SSL *ssl;
@@ -51,6 +88,8 @@ static void *run(void *arg)
         ssl = SSL_new(ctx);
         SSL_set_tlsext_host_name(ssl, sni);
         SSL_set_fd(ssl, fd);
+        if (sess != NULL)
+            SSL_set_session(ssl, sess);
         if (SSL_connect(ssl) == 1) {
             atomic_fetch_add(&done, 1);
             if (SSL_session_reused(ssl))
@@ -63,6 +102,7 @@ static void *run(void *arg)
         SSL_free(ssl);
         close(fd);
     }
+    SSL_SESSION_free(sess);
     return NULL;
 }
 
@@ -72,8 +112,9 @@ int main(int argc, char **argv)
     int n;
     double t0, t1;
 
-    if (argc != 6)
-        return fprintf(stderr, "usage: hsclient HOST PORT SNI SECONDS THREADS\n"), 2;
+    if (argc != 6 && !(argc == 7 && strcmp(argv[6], "resume") == 0))
+        return fprintf(stderr, "usage: hsclient HOST PORT SNI SECONDS THREADS [resume]\n"), 2;
+    resume = argc == 7;
     dst.sin_family = AF_INET;
     dst.sin_port = htons((unsigned short)atoi(argv[2]));
     inet_pton(AF_INET, argv[1], &dst.sin_addr);
@@ -83,9 +124,10 @@ int main(int argc, char **argv)
     if (n < 1 || n > 64)
         n = 1;
     ctx = SSL_CTX_new(TLS_client_method());
-    /* no session cache on the client: nothing is ever offered for resumption */
+    /* no session cache on the client: only the session a thread keeps is ever offered */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
-    SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+    if (!resume)
+        SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
     SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
     t0 = now();
     for (int i = 0; i < n; i++)

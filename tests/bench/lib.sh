@@ -95,14 +95,15 @@ NGINX
 # "Authorization: Bearer $SECRET" towards $UP_ADDR:443 (verified against ca.pem as
 # api.example.test) on keep-alive connections, and sets MAIN_PID. Clients name the proxy
 # ${PX_HOST:-127.0.0.1} (SNI). Knobs: NGX_LISTEN (flags of nginx's listen directive),
-# NGX_KEEPALIVE (idle upstream connections nginx keeps, default 64), HAP_BIND and HAP_SERVER
+# NGX_KEEPALIVE (idle upstream connections nginx keeps, default 64), NGX_WORKERS and HAP_THREADS
+# (default 1; the proxies are pinned to $PROXY_CPU, which may name several CPUs), HAP_BIND and HAP_SERVER
 # (options of haproxy's bind and server lines), VG_AUDIT (vaultgate's --audit, default off),
 # VG_LOG_LEVEL (default info), VG_THREADS (default 1), VG_ADMIN (its admin port, default a free
 # one).
 start_nginx() {
     mkdir -p px
     cat >px/nginx.conf <<EOF
-worker_processes 1;
+worker_processes ${NGX_WORKERS:-1};
 daemon off;
 pid $W/px/nginx.pid;
 error_log $W/px/error.log warn;
@@ -138,7 +139,7 @@ EOF
 start_haproxy() {
     cat >haproxy.cfg <<EOF
 global
-    nbthread 1
+    nbthread ${HAP_THREADS:-1}
     maxconn 9000
     ssl-default-bind-options ssl-min-ver TLSv1.2
 defaults
@@ -160,12 +161,18 @@ EOF
     MAIN_PID=$!
 }
 # vaultgate: a bearer rule for the proxy's name (so its reflection masking runs too), that name
-# pinned to $UP_ADDR:443; its log lines go to vg.stderr.
+# pinned to $UP_ADDR:443 (and the same for a second name PX_HOST2 when set); its log lines go to
+# vg.stderr.
 start_vaultgate() {
+    local rule2="" resolve2=()
+    if [ -n "${PX_HOST2:-}" ]; then
+        rule2=", {\"host_pattern\": \"$PX_HOST2\", \"secret\": \"BENCH_KEY\", \"scheme\": \"bearer\"}"
+        resolve2=(--resolve "$PX_HOST2:443:$UP_ADDR")
+    fi
     cat >vault.json <<EOF
 {"version": 1, "run": {"id": "bench", "user": "bench"},
  "secrets": {"BENCH_KEY": {"value": "$SECRET"}},
- "rules": [{"host_pattern": "${PX_HOST:-127.0.0.1}", "secret": "BENCH_KEY", "scheme": "bearer"}],
+ "rules": [{"host_pattern": "${PX_HOST:-127.0.0.1}", "secret": "BENCH_KEY", "scheme": "bearer"}$rule2],
  "host_policy": {"default": "allow", "hosts": {}}}
 EOF
     chmod 600 vault.json
@@ -173,7 +180,7 @@ EOF
         --threads "${VG_THREADS:-1}" --listen-https "127.0.0.1:$PORT" --listen-http none \
         --admin "127.0.0.1:${VG_ADMIN:-$(free_port)}" \
         --audit "${VG_AUDIT:-off}" --log-level "${VG_LOG_LEVEL:-info}" --upstream-ca ca.pem \
-        --resolve "${PX_HOST:-127.0.0.1}:443:$UP_ADDR" 2>"$W/vg.stderr" &
+        --resolve "${PX_HOST:-127.0.0.1}:443:$UP_ADDR" "${resolve2[@]}" 2>"$W/vg.stderr" &
     MAIN_PID=$!
 }
 proxy_pids() { echo "$MAIN_PID $(pgrep -P "$MAIN_PID" | tr '\n' ' ')"; }
@@ -212,23 +219,32 @@ idle_hold() {
         'BEGIN { printf "%.1f", (n > 0 ? (b - a) / n : 0) }')
 }
 
-# ---- the table: a column per proxy of ACTIVE, then vaultgate/other for each other one ----
+# ---- the table: a column per proxy of ACTIVE, then, for each vaultgate column (vaultgate, and
+# vgwarn: the same build at --log-level warn), its ratio to each other one ----
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else printf "-" }'; }
+vg_col() { [ "$1" = vaultgate ] || [ "$1" = vgwarn ]; }
 table_head() {
-    local head p
+    local head p v
     head=$(printf '%-30s' "")
     for p in "${ACTIVE[@]}"; do head+=$(printf ' %11s' "$p"); done
-    for p in "${ACTIVE[@]}"; do [ "$p" = vaultgate ] || head+=$(printf ' %9s' "vg/${p:0:5}"); done
+    for v in "${ACTIVE[@]}"; do
+        vg_col "$v" || continue
+        for p in "${ACTIVE[@]}"; do
+            vg_col "$p" || head+=$(printf ' %11s' "${v:0:6}/${p:0:4}")
+        done
+    done
     echo "$head"
 }
 row() { # label array
     local -n arr=$2
-    local line p
+    local line p v
     line=$(printf '%-30s' "$1")
     for p in "${ACTIVE[@]}"; do line+=$(printf ' %11s' "${arr[$p]:--}"); done
-    for p in "${ACTIVE[@]}"; do
-        [ "$p" = vaultgate ] && continue
-        line+=$(printf ' %9s' "$(ratio "${arr[vaultgate]:-0}" "${arr[$p]:-0}")")
+    for v in "${ACTIVE[@]}"; do
+        vg_col "$v" || continue
+        for p in "${ACTIVE[@]}"; do
+            vg_col "$p" || line+=$(printf ' %11s' "$(ratio "${arr[$v]:-0}" "${arr[$p]:-0}")")
+        done
     done
     echo "$line"
 }

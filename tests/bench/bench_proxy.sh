@@ -23,6 +23,10 @@
 #   bulk  MiB/s of 1 MiB answers: wrk -c$BULK_CONNS on persistent connections, GET /big.bin
 #   h2    HTTP/2 requests/s: h2load -c$H2_CLIENTS -m$H2_STREAMS (nginx listens with http2,
 #         haproxy with alpn h2; mitmproxy is left out)
+#   calls system calls and libc allocations (malloc+calloc+realloc) per keep-alive request:
+#         perf stat (raw_syscalls:sys_enter and uprobes on libc, added with perf probe when
+#         missing) on the proxy while h2load --h1 sends $CALLS_N requests on $CONNS connections
+#         (not in the default TESTS: the uprobes slow every process that allocates)
 # and, for the rates, the proxy's own CPU seconds (utime+stime from /proc), so rates are also
 # given per proxy CPU-second: on a small machine the load generator may saturate its core first.
 #
@@ -49,6 +53,7 @@ BULK_CONNS=${BULK_CONNS:-4}
 WRK_THREADS=${WRK_THREADS:-1}
 H2_CLIENTS=${H2_CLIENTS:-10}
 H2_STREAMS=${H2_STREAMS:-100}
+CALLS_N=${CALLS_N:-20000}
 MEM_CONNS=${MEM_CONNS:-5000}
 MITM_MEM_CONNS=${MITM_MEM_CONNS:-1000}
 PROXY_CPU=${PROXY_CPU:-0}
@@ -125,7 +130,7 @@ load_gen() { nice -n "${LOAD_NICE:-0}" taskset -c "$LOAD_CPU" "$@"; }
 start_vgwarn() { VG_LOG_LEVEL=warn start_vaultgate; }
 
 TICK=$(getconf CLK_TCK)
-declare -A RPS RPS_CPU CPS CPS_CPU RCPS RCPS_CPU BULK BULK_CPU H2 H2_CPU MEM
+declare -A RPS RPS_CPU CPS CPS_CPU RCPS RCPS_CPU BULK BULK_CPU H2 H2_CPU MEM SYSC ALLOC
 
 # perf_start NAME TEST: perf record -g of vaultgate (not vgwarn) for $SECS s into $PERF.TEST
 perf_start() {
@@ -176,6 +181,27 @@ bench_bulk() { # name: 1 MiB answers, MiB/s
     BULK[$1]=$(printf '%.0f' "$WRK_RPS")
     BULK_CPU[$1]=$PER
     echo "$1 bulk: ${BULK[$1]} MiB/s, proxy CPU ${CPU}s of ${SECS}s"
+}
+bench_calls() { # name: system calls and allocations per keep-alive request
+    local libc out n
+    command -v h2load >/dev/null && command -v perf >/dev/null || return 0
+    libc=$(ldd "$(command -v nginx)" | awk '/libc.so/ { print $3 }')
+    perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc ' ||
+        perf probe -q -x "$libc" -a malloc -a calloc -a realloc 2>/dev/null || return 0
+    load_gen h2load --h1 -n 2000 -c"$CONNS" --connect-to "127.0.0.1:$PORT" \
+        "https://$PX_HOST2:$PORT/" >/dev/null 2>&1 || true
+    perf stat -x, -e raw_syscalls:sys_enter,probe_libc:malloc,probe_libc:calloc \
+        -e probe_libc:realloc -p "$(proxy_pids | tr ' ' ',' | sed 's/,*$//')" -o "$W/calls.txt" &
+    local sp=$!
+    sleep 0.5
+    out=$(load_gen h2load --h1 -n "$CALLS_N" -c"$CONNS" -H "authorization: Bearer placeholder" \
+        --connect-to "127.0.0.1:$PORT" "https://$PX_HOST2:$PORT/" 2>&1 || true)
+    kill -INT $sp 2>/dev/null || true
+    wait $sp 2>/dev/null || true
+    n=$(echo "$out" | awk '/^status codes:/ { gsub(",", ""); print $3 }')
+    SYSC[$1]=$(awk -F, -v n="${n:-0}" '/sys_enter/ { printf "%.1f", (n > 0 ? $1 / n : 0) }' "$W/calls.txt")
+    ALLOC[$1]=$(awk -F, -v n="${n:-0}" '/probe_libc/ { a += $1 } END { printf "%.1f", (n > 0 ? a / n : 0) }' "$W/calls.txt")
+    echo "$1 per request: ${SYSC[$1]} system calls, ${ALLOC[$1]} allocations (${n:-0} requests)"
 }
 bench_h2() { # name: h2load, after a 2 s warm-up run
     local pids c0 c1 out n
@@ -243,6 +269,7 @@ for name in "${ACTIVE[@]}"; do
     [[ " $TESTS " == *" rs "* ]] && bench_rs "$name"
     [[ " $TESTS " == *" bulk "* ]] && bench_bulk "$name"
     [[ " $TESTS " == *" h2 "* ]] && bench_h2 "$name"
+    [[ " $TESTS " == *" calls "* ]] && bench_calls "$name"
     vg_col "$name" && grep -q '"level":"error"' "$W/vg.stderr" &&
         { echo "vaultgate logged errors:"; grep '"level":"error"' "$W/vg.stderr" | head -5; }
     kill "$MAIN_PID" 2>/dev/null || true
@@ -262,4 +289,5 @@ row "bulk MiB/proxy-CPU-s" BULK_CPU
 row "h2 req/s" H2
 row "h2 req/proxy-CPU-s" H2_CPU
 row "idle KiB/conn (lower better)" MEM
+[[ " $TESTS " == *" calls "* ]] && row "syscalls/request" SYSC && row "allocations/request" ALLOC
 exit 0

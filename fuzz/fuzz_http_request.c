@@ -245,10 +245,12 @@ static int fw_head(void *arg, struct http1_msg *m)
     if (http1_write_request_head(f->out, &m->head, m->body, m->content_length) < 0)
         return 0; /* nothing emitted */
     /*
-     * The caps bound what vaultgate accepts, not what it sends: the Host it adds (or an injected
-     * field) may take a head that was just under them over. Such a head is not re-parsed.
+     * The caps bound what vaultgate accepts, not what it sends: the Host it adds, the framing
+     * field the writer sets (Content-Length or Transfer-Encoding) or an injected field may take
+     * a head that was just under them over. Such a head is not re-parsed.
      */
-    if (m->head.nfields > VG_HEAD_MAX_FIELDS || evbuffer_get_length(f->out) > VG_HEAD_MAX_BYTES)
+    if (m->head.nfields + (m->body == HTTP1_BODY_NONE ? 0 : 1) > VG_HEAD_MAX_FIELDS ||
+        evbuffer_get_length(f->out) > VG_HEAD_MAX_BYTES)
         return 0;
     f->msg = m;
     return 0;

@@ -404,7 +404,7 @@ static void exch_response_done(struct exchange *x)
                 x->route_tunnel ? AUDIT_ROUTE_TUNNEL : AUDIT_ROUTE_DIRECT);
     exch_log_request(x, x->route_tunnel ? "tunnel" : "direct", NULL);
     reuse = ub != NULL && x->req_done && x->resp != NULL && x->resp->keep_alive &&
-            evbuffer_get_length(bufferevent_get_input(ub)) == 0 && bevio_pending(&x->up) == 0;
+            !bevio_has_input(ub) && bevio_pending(&x->up) == 0;
     if (reuse) {
         bufferevent_setcb(ub, NULL, NULL, NULL, NULL);
         bufferevent_set_timeouts(ub, NULL, NULL);
@@ -456,6 +456,7 @@ void exch_up_input(struct exchange *x)
     struct evbuffer *in = bufferevent_get_input(x->up.bev);
     int zr = x->state == EXCH_S_RELAY ? exch_inflate_resume(x) : 0;
 
+    bevio_pull(x->up.bev);
     if (zr < 0) {
         exch_protocol_error(x);
         return;

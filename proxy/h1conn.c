@@ -149,8 +149,8 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
  * waiting for more to arrive, and never inside an exchange's callback. */
 void h1_schedule_input(struct h1conn *c)
 {
-    if (c->io.bev == NULL || (evbuffer_get_length(bufferevent_get_input(c->io.bev)) == 0 &&
-                              !(c->state == H1_S_EXCHANGE && c->body == H1_BODY_FLOW)))
+    if (c->io.bev == NULL ||
+        (!bevio_has_input(c->io.bev) && !(c->state == H1_S_EXCHANGE && c->body == H1_BODY_FLOW)))
         return;
     if (c->resume == NULL)
         c->resume = event_new(c->cc.w->base, -1, 0, resume_cb, c);
@@ -542,6 +542,7 @@ static void h1_input(struct h1conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->io.bev);
 
+    bevio_pull(c->io.bev);
     if (c->state == H1_S_LINGER) {
         evbuffer_drain(in, evbuffer_get_length(in));
         return;

@@ -13,6 +13,7 @@
  */
 #include "proxy/oauth_int.h"
 #include "common/secmem.h"
+#include "proxy/bevio.h"
 #include "proxy/http1.h"
 #include "proxy/metrics.h"
 #include "proxy/upstream.h"
@@ -432,6 +433,7 @@ static void read_cb(struct bufferevent *bev, void *arg)
     struct oauth_fetch *f = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
 
+    bevio_pull(bev);
     while (!f->done) {
         struct evbuffer_iovec v;
         ssize_t r;

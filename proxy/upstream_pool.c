@@ -8,6 +8,7 @@
  * array starts small and doubles up to max_per_key. Single-threaded: one pool per worker.
  */
 #include "proxy/upstream_int.h"
+#include "proxy/bevio.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -161,8 +162,7 @@ static struct bufferevent *pool_checkout(struct pool_key *k)
         char b;
         ssize_t n = fd >= 0 ? recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) : 0;
 
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
-            evbuffer_get_length(bufferevent_get_input(bev)) == 0)
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !bevio_has_input(bev))
             return bev;
         bufferevent_free(bev);
     }
@@ -209,8 +209,7 @@ int upstream_pool_put(struct upstream_pool *p, const char *host, int port, int t
     struct pool_key *k;
     struct pool_slot *slot;
 
-    if (evbuffer_get_length(bufferevent_get_input(bev)) != 0 ||
-        evbuffer_get_length(bufferevent_get_output(bev)) != 0)
+    if (bevio_has_input(bev) || evbuffer_get_length(bufferevent_get_output(bev)) != 0)
         return -1;
     k = pool_key_get(p, host, port, tls);
     if (k == NULL || k->n >= p->max_per_key || (k->n == k->cap && pool_grow(k) != 0))

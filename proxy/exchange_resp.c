@@ -556,18 +556,25 @@ static void up_write_cb(struct bufferevent *bev, void *arg)
 /*
  * A pooled connection can die just as it is reused (the upstream closed it while idle). A
  * bodyless GET/HEAD/OPTIONS that got no byte of answer is then sent once more on a fresh
- * connection, as nginx does. Returns 1 when a retry started.
+ * connection, as nginx does. exch_retryable: the request could be (the pool may then hand out
+ * a connection without its liveness peek); exch_retry returns 1 when a retry started.
  */
-static int exch_retry(struct exchange *x)
+bool exch_retryable(const struct exchange *x)
 {
     const struct http1_msg *req = x->req;
-    const char *m = req->head.method;
+    const char *m;
 
-    if (x->state != EXCH_S_RELAY || x->h2s != NULL || x->retried || x->resp_started ||
-        x->resp_bytes > 0 ||
-        !(req->body == HTTP1_BODY_NONE ||
-          (req->body == HTTP1_BODY_LENGTH && req->content_length == 0)) ||
-        (strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0 && strcmp(m, "OPTIONS") != 0))
+    if (req == NULL || x->h2s != NULL || x->retried)
+        return false;
+    m = req->head.method;
+    return (req->body == HTTP1_BODY_NONE ||
+            (req->body == HTTP1_BODY_LENGTH && req->content_length == 0)) &&
+           (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0 || strcmp(m, "OPTIONS") == 0);
+}
+
+static int exch_retry(struct exchange *x)
+{
+    if (x->state != EXCH_S_RELAY || x->resp_started || x->resp_bytes > 0 || !exch_retryable(x))
         return 0;
     x->retried = true;
     exch_drop_upstream(x, true);

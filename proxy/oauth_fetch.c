@@ -538,7 +538,7 @@ int oauth_fetch_start(struct oauth_src *s)
     if (build_request(f) < 0 || (f->body = malloc(VG_OAUTH_ANSWER_MAX + 1)) == NULL ||
         (f->deadline = evtimer_new(s->o->base, deadline_cb, f)) == NULL)
         goto fail;
-    f->ureq = upstream_get(s->o->up, s->host, s->port, UPSTREAM_TLS, connected_cb, f);
+    f->ureq = upstream_get(s->o->up, s->host, s->port, UPSTREAM_TLS, false, connected_cb, f);
     if (f->ureq == NULL)
         goto fail;
     evtimer_add(f->deadline, &tv);

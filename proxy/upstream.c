@@ -737,7 +737,7 @@ static int plan(struct upstream_req *r)
 }
 
 struct upstream_req *upstream_get(struct upstream_ctx *c, const char *host, int port, int tls,
-                                  upstream_cb cb, void *arg)
+                                  bool retryable, upstream_cb cb, void *arg)
 {
     struct upstream_req *r = NULL;
     int kind, planned;
@@ -764,7 +764,7 @@ struct upstream_req *upstream_get(struct upstream_ctx *c, const char *host, int 
     r->cb = cb;
     r->arg = arg;
     r->tunnel = c->have_proxy;
-    r->bev = upstream_pool_get(c->pool, r->host, port, tls);
+    r->bev = upstream_pool_get(c->pool, r->host, port, tls, !retryable);
     if (r->bev != NULL) {
         r->state = RQ_POOL;
         c->stats.pool_hits++;

@@ -1,10 +1,12 @@
 /*
- * bevio.c - immediate writes on bufferevents (see bevio.h).
+ * bevio.c - immediate writes on bufferevents, and records read ahead (see bevio.h).
  *
  * After a WANT_WRITE the same bytes lead the bufferevent's output, as OpenSSL requires for the
  * retry (the bufferevent sets SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER).
  */
 #include "proxy/bevio.h"
+
+#include <limits.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -85,6 +87,47 @@ void bevio_push(struct bevio *io)
          * still hold bytes the filter produced. */
         bufferevent_disable(io->bev, EV_WRITE);
     }
+}
+
+void bevio_pull(struct bufferevent *bev)
+{
+    SSL *ssl = bufferevent_openssl_get_ssl(bev);
+    struct evbuffer *in;
+
+    if (ssl == NULL || !SSL_has_pending(ssl) || !SSL_is_init_finished(ssl))
+        return;
+    in = bufferevent_get_input(bev);
+    while (SSL_has_pending(ssl)) {
+        struct evbuffer_iovec v;
+        int r, e;
+
+        if (evbuffer_reserve_space(in, BEVIO_RECORD, &v, 1) != 1)
+            return;
+        r = SSL_read(ssl, v.iov_base, (int)(v.iov_len < INT_MAX ? v.iov_len : INT_MAX));
+        if (r > 0) {
+            v.iov_len = (size_t)r;
+            evbuffer_commit_space(in, &v, 1);
+            continue;
+        }
+        e = SSL_get_error(ssl, r);
+        ERR_clear_error();
+        /* the rest of a record is not here yet (the socket wakes libevent when it is), or the
+         * stream ended: libevent reads that end again from the socket and reports it */
+        if (e == SSL_ERROR_SSL)
+            bufferevent_trigger_event(bev, BEV_EVENT_READING | BEV_EVENT_ERROR,
+                                      BEV_TRIG_DEFER_CALLBACKS);
+        return;
+    }
+}
+
+bool bevio_has_input(struct bufferevent *bev)
+{
+    SSL *ssl;
+
+    if (evbuffer_get_length(bufferevent_get_input(bev)) > 0)
+        return true;
+    ssl = bufferevent_openssl_get_ssl(bev);
+    return ssl != NULL && SSL_has_pending(ssl);
 }
 
 size_t bevio_pending(const struct bevio *io)

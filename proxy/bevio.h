@@ -7,6 +7,11 @@
  * nothing is queued in the bufferevent, handing only what the socket did not take to the
  * bufferevent. Public libevent API only: the write event is enabled exactly while the
  * bufferevent holds bytes to write, and disabled once a push left nothing queued.
+ *
+ * Reading: TLS contexts read ahead (one recv() takes every record the socket holds), but
+ * libevent 2.1 goes on reading only while SSL_pending() - the rest of the record at hand - is
+ * non-zero, so records read ahead would wait in OpenSSL until the socket became readable again.
+ * Whoever consumes a TLS bufferevent's input therefore calls bevio_pull() first.
  */
 #ifndef VG_BEVIO_H
 #define VG_BEVIO_H
@@ -34,6 +39,17 @@ void bevio_push(struct bevio *io);
 
 /* Bytes waiting for this side: staged plus queued in its bufferevent. */
 size_t bevio_pending(const struct bevio *io);
+
+/*
+ * Moves the records OpenSSL has read ahead into bev's input (a no-op for a plain bufferevent or
+ * a handshake in progress). Called by every consumer of a TLS bufferevent's input before it
+ * reads that input. A fatal TLS error met here is reported through the bufferevent's event
+ * callback (deferred); an end of stream is left for the bufferevent to read from the socket.
+ */
+void bevio_pull(struct bufferevent *bev);
+
+/* Bytes wait to be read: in bev's input, or read ahead by OpenSSL. */
+bool bevio_has_input(struct bufferevent *bev);
 
 /* Whatever the socket refused stays queued: enable the write event (after adding to the
  * bufferevent's output directly). */

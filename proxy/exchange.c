@@ -602,7 +602,8 @@ void exch_get_upstream(struct exchange *x)
 /* Dials (or takes a pooled connection) for this request alone. */
 void exch_dial(struct exchange *x)
 {
-    x->upreq = upstream_get(x->w->up, x->host, x->up_port, x->up_tls, exch_up_ready, x);
+    x->upreq =
+        upstream_get(x->w->up, x->host, x->up_port, x->up_tls, exch_retryable(x), exch_up_ready, x);
     if (x->upreq == NULL) {
         h2up_dial_end(&x->h2dial, H2UP_PLACED_RETRY, UPSTREAM_OK);
         exch_fail(x, 502, VG_PS_INTERNAL_ERROR, "upstream connection failed", VG_R_UPSTREAM_GET);

@@ -162,5 +162,6 @@ int exch_mask_setup(struct exchange *x, struct http_head *h);
 void exch_drop_mask(struct exchange *x);
 void exch_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bool route_tunnel);
 void exch_up_input(struct exchange *x);
+bool exch_retryable(const struct exchange *x);
 
 #endif

@@ -404,7 +404,7 @@ static void exch_response_done(struct exchange *x)
                 x->route_tunnel ? AUDIT_ROUTE_TUNNEL : AUDIT_ROUTE_DIRECT);
     exch_log_request(x, x->route_tunnel ? "tunnel" : "direct", NULL);
     reuse = ub != NULL && x->req_done && x->resp != NULL && x->resp->keep_alive &&
-            evbuffer_get_length(bufferevent_get_input(ub)) == 0 && bevio_pending(&x->up) == 0;
+            !bevio_has_input(ub) && bevio_pending(&x->up) == 0;
     if (reuse) {
         bufferevent_setcb(ub, NULL, NULL, NULL, NULL);
         bufferevent_set_timeouts(ub, NULL, NULL);
@@ -456,6 +456,7 @@ void exch_up_input(struct exchange *x)
     struct evbuffer *in = bufferevent_get_input(x->up.bev);
     int zr = x->state == EXCH_S_RELAY ? exch_inflate_resume(x) : 0;
 
+    bevio_pull(x->up.bev);
     if (zr < 0) {
         exch_protocol_error(x);
         return;
@@ -555,18 +556,25 @@ static void up_write_cb(struct bufferevent *bev, void *arg)
 /*
  * A pooled connection can die just as it is reused (the upstream closed it while idle). A
  * bodyless GET/HEAD/OPTIONS that got no byte of answer is then sent once more on a fresh
- * connection, as nginx does. Returns 1 when a retry started.
+ * connection, as nginx does. exch_retryable: the request could be (the pool may then hand out
+ * a connection without its liveness peek); exch_retry returns 1 when a retry started.
  */
-static int exch_retry(struct exchange *x)
+bool exch_retryable(const struct exchange *x)
 {
     const struct http1_msg *req = x->req;
-    const char *m = req->head.method;
+    const char *m;
 
-    if (x->state != EXCH_S_RELAY || x->h2s != NULL || x->retried || x->resp_started ||
-        x->resp_bytes > 0 ||
-        !(req->body == HTTP1_BODY_NONE ||
-          (req->body == HTTP1_BODY_LENGTH && req->content_length == 0)) ||
-        (strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0 && strcmp(m, "OPTIONS") != 0))
+    if (req == NULL || x->h2s != NULL || x->retried)
+        return false;
+    m = req->head.method;
+    return (req->body == HTTP1_BODY_NONE ||
+            (req->body == HTTP1_BODY_LENGTH && req->content_length == 0)) &&
+           (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0 || strcmp(m, "OPTIONS") == 0);
+}
+
+static int exch_retry(struct exchange *x)
+{
+    if (x->state != EXCH_S_RELAY || x->resp_started || x->resp_bytes > 0 || !exch_retryable(x))
         return 0;
     x->retried = true;
     exch_drop_upstream(x, true);

@@ -94,6 +94,34 @@ void h1_arm(struct h1conn *c, int seconds)
 {
     struct timeval tv = {seconds, 0};
 
+    c->buf_timer = false;
+    evtimer_add(c->timer, &tv);
+}
+
+/*
+ * Waiting for a request: the timer first fires after H1_BUF_KEEP_MS to release the TLS record
+ * buffers (a client that goes on sending reuses them, with no allocation per request), then at
+ * the end of the wait.
+ */
+void h1_arm_idle(struct h1conn *c, int seconds)
+{
+    struct timeval tv = {0, H1_BUF_KEEP_MS * 1000};
+
+    evtimer_add(c->timer, &tv);
+    c->buf_timer = true;
+    c->idle_rest = seconds;
+}
+
+/* The idle connection's record buffers go (kept while they hold part of a record). */
+static void h1_release_buffers(struct h1conn *c)
+{
+    struct timeval tv = {c->idle_rest > 0 ? c->idle_rest - 1 : 0,
+                         c->idle_rest > 0 ? 1000000 - H1_BUF_KEEP_MS * 1000 : 0};
+    SSL *ssl = bufferevent_openssl_get_ssl(c->io.bev);
+
+    if (ssl != NULL)
+        SSL_free_buffers(ssl);
+    c->buf_timer = false;
     evtimer_add(c->timer, &tv);
 }
 
@@ -149,8 +177,8 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
  * waiting for more to arrive, and never inside an exchange's callback. */
 void h1_schedule_input(struct h1conn *c)
 {
-    if (c->io.bev == NULL || (evbuffer_get_length(bufferevent_get_input(c->io.bev)) == 0 &&
-                              !(c->state == H1_S_EXCHANGE && c->body == H1_BODY_FLOW)))
+    if (c->io.bev == NULL ||
+        (!bevio_has_input(c->io.bev) && !(c->state == H1_S_EXCHANGE && c->body == H1_BODY_FLOW)))
         return;
     if (c->resume == NULL)
         c->resume = event_new(c->cc.w->base, -1, 0, resume_cb, c);
@@ -381,7 +409,7 @@ static void h1_keep_alive(struct h1conn *c)
     c->req = NULL;
     bufferevent_set_timeouts(c->io.bev, NULL, NULL);
     h1_set_state(c, H1_S_IDLE);
-    h1_arm(c, H1_T(c, VG_T_IDLE));
+    h1_arm_idle(c, H1_T(c, VG_T_IDLE));
     h1_reading(c);
     h1_schedule_input(c); /* a pipelined request may be waiting */
 }
@@ -413,6 +441,7 @@ static void h1_upgrade(struct h1conn *c)
     bufferevent_set_timeouts(client, NULL, NULL);
     tls_server_ssl_detach(bufferevent_openssl_get_ssl(client));
     c->io.bev = NULL; /* the tunnel's from here, even when it cannot start */
+    tls_release_buffers_always(bufferevent_openssl_get_ssl(client));
     if (tunnel_start(c->cc.w, &c->link, client, up, wsm, bad_ext, &ti) < 0) {
         c->io.bev = NULL;
         h1_close(c, "oom");
@@ -542,6 +571,7 @@ static void h1_input(struct h1conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->io.bev);
 
+    bevio_pull(c->io.bev);
     if (c->state == H1_S_LINGER) {
         evbuffer_drain(in, evbuffer_get_length(in));
         return;
@@ -602,7 +632,7 @@ void h1_begin(struct h1conn *c)
         return;
     }
     h1_set_state(c, H1_S_IDLE);
-    h1_arm(c, H1_T(c, VG_T_HEAD));
+    h1_arm_idle(c, H1_T(c, VG_T_HEAD));
     h1_reading(c);
     h1_schedule_input(c);
 }
@@ -657,6 +687,7 @@ static void h1_to_h2(struct h1conn *c)
 
     evtimer_del(c->timer);
     tls_server_ssl_detach(bufferevent_openssl_get_ssl(bev));
+    tls_release_buffers_always(bufferevent_openssl_get_ssl(bev));
     c->io.bev = NULL; /* the HTTP/2 transport's from here, even when it cannot start */
     if (h2conn_start(&c->link, &c->cc, bev, c->busy) < 0)
         h1_close(c, "oom");
@@ -745,7 +776,10 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
         h1_close(c, "handshake_timeout");
         break;
     case H1_S_IDLE:
-        h1_close(c, "idle_timeout");
+        if (c->buf_timer)
+            h1_release_buffers(c);
+        else
+            h1_close(c, "idle_timeout");
         break;
     case H1_S_HEAD:
         h1_close(c, "head_timeout");

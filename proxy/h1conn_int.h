@@ -21,6 +21,8 @@
 #define H1_T_FLUSH  10
 #define H1_T_LINGER 2
 #define H1_T_PEEK   10 /* a tunnelled CONNECT's ClientHello must arrive this soon */
+/* An idle connection keeps its TLS record buffers this long (ms), for the next request. */
+#define H1_BUF_KEEP_MS 100
 
 enum h1_state {
     H1_S_TLS_ACCEPT = 0, /* TLS handshake in progress */
@@ -72,6 +74,8 @@ struct h1conn {
     bool want_drain; /* the exchange waits for the client's output to drain */
     bool busy;       /* over the connection limit: answer 503 and close */
     bool graceful;   /* handed over or finishing: no RST */
+    bool buf_timer;  /* idle: the timer releases the TLS record buffers first (h1_arm_idle) */
+    int idle_rest;   /* idle: the seconds of waiting left after that */
 };
 
 /* h1conn.c */
@@ -81,6 +85,7 @@ void h1_log(const struct h1conn *c, enum log_level lvl, const char *event, const
             const char *detail);
 void h1_set_state(struct h1conn *c, enum h1_state s);
 void h1_arm(struct h1conn *c, int seconds);
+void h1_arm_idle(struct h1conn *c, int seconds);
 void h1_close(struct h1conn *c, const char *reason);
 void h1_handover(struct h1conn *c);
 void h1_begin(struct h1conn *c);

@@ -856,6 +856,7 @@ static void h2_input(struct h2conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->io.bev);
 
+    bevio_pull(c->io.bev);
     while (!c->freed && evbuffer_get_length(in) > 0) {
         struct evbuffer_iovec v;
         ssize_t n;

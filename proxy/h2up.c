@@ -593,6 +593,7 @@ static void read_cb(struct bufferevent *bev, void *arg)
     struct evbuffer *in = bufferevent_get_input(bev);
 
     h2up_enter(c);
+    bevio_pull(bev);
     while (!c->freed && evbuffer_get_length(in) > 0) {
         struct evbuffer_iovec v;
         ssize_t n;
@@ -813,6 +814,9 @@ struct h2up_stream *h2up_attach(struct worker *w, struct h2up **dp, const char *
     bufferevent_setwatermark(bev, EV_READ, 0, VG_CONN_IN_MAX);
     bufferevent_set_timeouts(bev, NULL, NULL);
     bufferevent_enable(bev, EV_READ | EV_WRITE);
+    /* the server's SETTINGS may have come with the end of the handshake, read ahead */
+    if (bevio_has_input(bev))
+        bufferevent_trigger(bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
     return s;
 }
 

@@ -13,6 +13,7 @@
  */
 #include "proxy/oauth_int.h"
 #include "common/secmem.h"
+#include "proxy/bevio.h"
 #include "proxy/http1.h"
 #include "proxy/metrics.h"
 #include "proxy/upstream.h"
@@ -432,6 +433,7 @@ static void read_cb(struct bufferevent *bev, void *arg)
     struct oauth_fetch *f = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
 
+    bevio_pull(bev);
     while (!f->done) {
         struct evbuffer_iovec v;
         ssize_t r;
@@ -536,7 +538,7 @@ int oauth_fetch_start(struct oauth_src *s)
     if (build_request(f) < 0 || (f->body = malloc(VG_OAUTH_ANSWER_MAX + 1)) == NULL ||
         (f->deadline = evtimer_new(s->o->base, deadline_cb, f)) == NULL)
         goto fail;
-    f->ureq = upstream_get(s->o->up, s->host, s->port, UPSTREAM_TLS, connected_cb, f);
+    f->ureq = upstream_get(s->o->up, s->host, s->port, UPSTREAM_TLS, false, connected_cb, f);
     if (f->ureq == NULL)
         goto fail;
     evtimer_add(f->deadline, &tv);

@@ -120,7 +120,8 @@ void proxy_peek(struct h1conn *c)
         h1_close(c, "tunnel_sni_mismatch");
         return;
     }
-    c->upreq = upstream_get(c->cc.w->up, c->cc.host, PROXY_HTTPS_PORT, false, proxy_up_ready, c);
+    c->upreq =
+        upstream_get(c->cc.w->up, c->cc.host, PROXY_HTTPS_PORT, false, false, proxy_up_ready, c);
     if (c->upreq == NULL) {
         h1_close(c, "tunnel_upstream");
         return;

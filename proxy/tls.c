@@ -192,8 +192,10 @@ SSL_CTX *tls_server_ctx_new(const unsigned char ticket_keys[80], char *err, size
         goto out;
     if (SSL_CTX_set1_groups_list(ctx, "X25519:P-256") != 1)
         goto out;
-    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
-                              SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* no SSL_MODE_RELEASE_BUFFERS: an HTTP/1.1 connection keeps its record buffers while it
+     * is busy and releases them once idle (h1_arm_idle); others get the mode when handed on */
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_read_ahead(ctx, 1); /* consumers call bevio_pull() (bevio.h) */
     /* Stateless tickets only: no per-context session cache (memory, a lock per handshake). */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     if (SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof(sid_ctx) - 1) != 1)
@@ -223,6 +225,12 @@ SSL *tls_server_ssl_new(SSL_CTX *ctx, struct h1conn *c)
         return NULL;
     }
     return ssl;
+}
+
+void tls_release_buffers_always(SSL *ssl)
+{
+    if (ssl != NULL)
+        SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
 }
 
 void tls_server_ssl_detach(SSL *ssl)

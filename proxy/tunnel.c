@@ -11,6 +11,7 @@
 #include "audit/log.h"
 #include "common/caps.h"
 #include "common/hostname.h"
+#include "proxy/bevio.h"
 #include "proxy/listen.h"
 #include "proxy/worker.h"
 #include "proxy/wsmask.h"
@@ -187,9 +188,11 @@ static void tunnel_read_cb(struct bufferevent *bev, void *arg)
     struct tunnel *t = arg;
     enum tunnel_side s = side_of(t, bev), o = s == TUNNEL_CLIENT ? TUNNEL_UP : TUNNEL_CLIENT;
     struct evbuffer *in = bufferevent_get_input(bev), *out;
-    size_t n = evbuffer_get_length(in);
+    size_t n;
 
     tunnel_enter(t);
+    bevio_pull(bev);
+    n = evbuffer_get_length(in);
     if (t->bev[o] == NULL) {
         evbuffer_drain(in, n); /* winding down: the other side is gone */
         goto out;

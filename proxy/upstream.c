@@ -123,6 +123,7 @@ static SSL_CTX *client_ctx_new(const char *ca_file, char *err, size_t errlen)
     if (SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1) != 0)
         goto fail;
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_read_ahead(ctx, 1); /* consumers call bevio_pull() (bevio.h) */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
     SSL_CTX_sess_set_new_cb(ctx, sess_new_cb);
     return ctx;
@@ -736,7 +737,7 @@ static int plan(struct upstream_req *r)
 }
 
 struct upstream_req *upstream_get(struct upstream_ctx *c, const char *host, int port, int tls,
-                                  upstream_cb cb, void *arg)
+                                  bool retryable, upstream_cb cb, void *arg)
 {
     struct upstream_req *r = NULL;
     int kind, planned;
@@ -763,7 +764,7 @@ struct upstream_req *upstream_get(struct upstream_ctx *c, const char *host, int 
     r->cb = cb;
     r->arg = arg;
     r->tunnel = c->have_proxy;
-    r->bev = upstream_pool_get(c->pool, r->host, port, tls);
+    r->bev = upstream_pool_get(c->pool, r->host, port, tls, !retryable);
     if (r->bev != NULL) {
         r->state = RQ_POOL;
         c->stats.pool_hits++;

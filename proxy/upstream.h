@@ -79,12 +79,14 @@ bool upstream_alpn_h2(struct bufferevent *bev);
 
 /*
  * Gets a connection to host:port (host normalised; TLS with SNI = host and host-name
- * verification when tls). Reuses a pooled idle connection when one is alive. Returns a handle
- * for upstream_cancel (invalid after the callback ran), or NULL if it could not even start
- * (then cb is not called).
+ * verification when tls). Reuses a pooled idle connection when one is alive: one that shows no
+ * sign of a close, looked at with a non-blocking peek at its socket unless the caller can send
+ * its request again on a fresh connection should the reused one turn out closed (retryable).
+ * Returns a handle for upstream_cancel (invalid after the callback ran), or NULL if it could not
+ * even start (then cb is not called).
  */
 struct upstream_req *upstream_get(struct upstream_ctx *c, const char *host, int port, int tls,
-                                  upstream_cb cb, void *arg);
+                                  bool retryable, upstream_cb cb, void *arg);
 
 /* Cancels a pending request; the callback will not run. */
 void upstream_cancel(struct upstream_req **rp);

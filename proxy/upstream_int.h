@@ -85,7 +85,8 @@ int upstream_pool_put(struct upstream_pool *p, const char *host, int port, int t
                       struct bufferevent *bev);
 
 /* A live idle connection for the key, with no callbacks or timeouts; the caller owns it. */
-struct bufferevent *upstream_pool_get(struct upstream_pool *p, const char *host, int port, int tls);
+struct bufferevent *upstream_pool_get(struct upstream_pool *p, const char *host, int port, int tls,
+                                      bool peek);
 
 size_t upstream_pool_idle(const struct upstream_pool *p);
 

@@ -8,6 +8,7 @@
  * array starts small and doubles up to max_per_key. Single-threaded: one pool per worker.
  */
 #include "proxy/upstream_int.h"
+#include "proxy/bevio.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -151,18 +152,21 @@ static struct bufferevent *pool_take(struct pool_key *k, size_t i)
 /*
  * Takes the most recently used idle connection of k (the most likely to be alive, its buffers
  * still warm) that shows no sign of having been closed: the idle callbacks may not have run yet
- * in this loop turn, so look at the socket (one non-blocking peek) and the input buffer.
+ * in this loop turn, so look at the input buffer and, with peek, at the socket (one
+ * non-blocking peek; a caller that can retry on a fresh connection saves that system call).
  */
-static struct bufferevent *pool_checkout(struct pool_key *k)
+static struct bufferevent *pool_checkout(struct pool_key *k, bool peek)
 {
     while (k->n > 0) {
         struct bufferevent *bev = pool_take(k, k->n - 1);
         evutil_socket_t fd = bufferevent_getfd(bev);
         char b;
-        ssize_t n = fd >= 0 ? recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) : 0;
+        ssize_t n = -1;
 
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
-            evbuffer_get_length(bufferevent_get_input(bev)) == 0)
+        errno = EAGAIN;
+        if (peek)
+            n = fd >= 0 ? recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) : 0;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !bevio_has_input(bev))
             return bev;
         bufferevent_free(bev);
     }
@@ -209,8 +213,7 @@ int upstream_pool_put(struct upstream_pool *p, const char *host, int port, int t
     struct pool_key *k;
     struct pool_slot *slot;
 
-    if (evbuffer_get_length(bufferevent_get_input(bev)) != 0 ||
-        evbuffer_get_length(bufferevent_get_output(bev)) != 0)
+    if (bevio_has_input(bev) || evbuffer_get_length(bufferevent_get_output(bev)) != 0)
         return -1;
     k = pool_key_get(p, host, port, tls);
     if (k == NULL || k->n >= p->max_per_key || (k->n == k->cap && pool_grow(k) != 0))
@@ -255,11 +258,12 @@ void upstream_pool_free(struct upstream_pool **pp)
     *pp = NULL;
 }
 
-struct bufferevent *upstream_pool_get(struct upstream_pool *p, const char *host, int port, int tls)
+struct bufferevent *upstream_pool_get(struct upstream_pool *p, const char *host, int port, int tls,
+                                      bool peek)
 {
     struct pool_key *k = pool_find(p, host, port, tls, key_hash(host, port, tls));
 
-    return k != NULL ? pool_checkout(k) : NULL;
+    return k != NULL ? pool_checkout(k, peek) : NULL;
 }
 
 size_t upstream_pool_idle(const struct upstream_pool *p)

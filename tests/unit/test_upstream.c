@@ -512,7 +512,7 @@ static enum upstream_err get(const char *host, int port, bool tls, struct result
     struct upstream_req *req;
 
     memset(r, 0, sizeof(*r));
-    req = upstream_get(fx.ctx, host, port, tls, on_result, r);
+    req = upstream_get(fx.ctx, host, port, tls, false, on_result, r);
     ck_assert_ptr_nonnull(req);
     ck_assert_int_eq(r->calls, 0); /* never from inside upstream_get */
     return wait_result(r);
@@ -1022,7 +1022,7 @@ START_TEST(test_cancel_during_dns)
     struct upstream_req *req;
 
     make_ctx(&o);
-    req = upstream_get(fx.ctx, "slow.upstream.test", 443, true, on_result, &r);
+    req = upstream_get(fx.ctx, "slow.upstream.test", 443, true, false, on_result, &r);
     ck_assert_ptr_nonnull(req);
     run_for(50);
     upstream_cancel(&req);
@@ -1041,7 +1041,7 @@ START_TEST(test_cancel_before_dns_answer)
 
     make_ctx(&o);
     /* Cancelled in the same loop turn: the answers arrive for a request that is gone. */
-    req = upstream_get(fx.ctx, "upstream.test", fx.tls_port, true, on_result, &r);
+    req = upstream_get(fx.ctx, "upstream.test", fx.tls_port, true, false, on_result, &r);
     upstream_cancel(&req);
     run_for(200);
     ck_assert_int_eq(r.calls, 0);
@@ -1056,7 +1056,7 @@ START_TEST(test_cancel_during_handshake)
     struct upstream_req *req;
 
     make_ctx(&o);
-    req = upstream_get(fx.ctx, "upstream.test", fx.silent_port, true, on_result, &r);
+    req = upstream_get(fx.ctx, "upstream.test", fx.silent_port, true, false, on_result, &r);
     for (int i = 0; i < 20 && fx.silent_accepts == 0; i++)
         run_for(20);
     ck_assert_int_eq(fx.silent_accepts, 1);
@@ -1075,7 +1075,7 @@ START_TEST(test_cancel_pool_hit_keeps_connection)
     make_ctx(&o);
     ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r), UPSTREAM_OK);
     upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, r.bev);
-    req = upstream_get(fx.ctx, "upstream.test", fx.tls_port, true, on_result, &r2);
+    req = upstream_get(fx.ctx, "upstream.test", fx.tls_port, true, false, on_result, &r2);
     ck_assert_ptr_nonnull(req);
     ck_assert_int_eq(r2.calls, 0);
     upstream_cancel(&req);
@@ -1289,9 +1289,9 @@ START_TEST(test_get_rejects_bad_input)
     struct result r = {0};
 
     make_ctx(&o);
-    ck_assert_ptr_null(upstream_get(fx.ctx, "bad host", 443, true, on_result, &r));
-    ck_assert_ptr_null(upstream_get(fx.ctx, "upstream.test", 0, true, on_result, &r));
-    ck_assert_ptr_null(upstream_get(fx.ctx, "upstream.test", 65536, true, on_result, &r));
+    ck_assert_ptr_null(upstream_get(fx.ctx, "bad host", 443, true, false, on_result, &r));
+    ck_assert_ptr_null(upstream_get(fx.ctx, "upstream.test", 0, true, false, on_result, &r));
+    ck_assert_ptr_null(upstream_get(fx.ctx, "upstream.test", 65536, true, false, on_result, &r));
     run_for(20);
     ck_assert_int_eq(r.calls, 0);
 }

@@ -18,6 +18,7 @@ connection and every request on it; requests queued on a dial nobody completes h
 import os
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import h2server  # noqa: E402
@@ -109,6 +110,12 @@ try:
     hdrs = [(":method", "GET"), (":scheme", "https"), (":authority", "slow.example.test")]
     first = c.request(hdrs + [(":path", "/dialer")])
     rest = [c.request(hdrs + [(":path", "/queued-%d" % i)]) for i in range(3)]
+    c.flush()
+    # the dialer leaves during the handshake: once the upstream has accepted its connection
+    # (requests read in one go could otherwise end it before vaultgate even connects)
+    deadline = time.monotonic() + 5
+    while slow.accepts < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
     c.h2.reset_stream(first, error_code=8)
     c.flush()
     for i, sid in enumerate(rest):

@@ -292,9 +292,21 @@ class Request:
         return header(self.fields, name)
 
 
+def send_corked(s, pieces):
+    """Sends each piece with its own sendall (its own TLS record on an SSL socket) while the
+    socket is corked, so that the records leave in one TCP write and arrive together."""
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+    try:
+        for p in pieces:
+            s.sendall(p)
+    finally:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+
+
 class FakeUpstream:
     """TLS server on ADDR:443. handler(req, conn_index) returns a list of actions:
-    bytes (sent), ("sleep", s), ("close",). Records raw bytes per connection."""
+    bytes (sent), ("sleep", s), ("close",), ("corked", [bytes, ...]) (send_corked), ("ws_echo",
+    n), ("raw_echo",). Records raw bytes per connection."""
 
     def __init__(self, cert, key, handler=None, port=443, addr=None, tls=True,
                  continue100=False):
@@ -421,6 +433,9 @@ class FakeUpstream:
                         time.sleep(a[1])
                     elif a[0] == "close":
                         return
+                    elif a[0] == "corked":
+                        # each piece its own TLS record, all of them in one TCP write
+                        send_corked(s, a[1])
                     elif a[0] == "ws_echo":
                         # after a 101: read client frames, send each message back in server
                         # frames of at most a[1] payload bytes, until EOF or a close frame

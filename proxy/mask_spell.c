@@ -33,6 +33,10 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define MS_AVX2 1 /* ms_skip32 is built for AVX2 and used when the CPU has it */
+#endif
 
 #include "common/caps.h"
 #include "common/secmem.h"
@@ -76,6 +80,7 @@ struct mask_spell {
 #if defined(__SSE2__)
     __m128i vec[13]; /* the bytes above, each in all 16 lanes, in the order ms_begin16 uses */
 #endif
+    bool avx2;          /* the CPU has AVX2: ms_skip32 */
     int16_t plain[256]; /* the byte of the form a byte is read as when no other reading of it
                            matters, or -1 ('%', '\\', and '+' when it is read both ways) */
 };
@@ -177,6 +182,9 @@ static void ms_build_filter(struct mask_spell *s)
     unsigned char p0 = s->p[0], p1 = s->n > 1 ? s->p[1] : p0;
     bool bs0 = p0 == '/' || p0 == '\\' || p0 == '"';
 
+#if defined(MS_AVX2)
+    s->avx2 = __builtin_cpu_supports("avx2");
+#endif
     s->lead[0] = p0;
     s->lead[1] = p0 == ' ' ? '+' : p0;
     s->next[0] = p1;
@@ -826,6 +834,49 @@ static unsigned int ms_begin16(const struct mask_spell *s, const unsigned char *
 }
 #endif
 
+#if defined(MS_AVX2)
+#define MS_SET32(c)   _mm256_set1_epi8((char)(c))
+#define MS_EQ32(a, c) _mm256_cmpeq_epi8((a), MS_SET32(c))
+
+/*
+ * ms_skip's filter 32 positions at a time: a block where no byte can begin a spelling (neither
+ * the form's first byte nor '+' standing for it, '%' or '') is passed after four compares; the
+ * others get the byte-pair test of ms_begin16. Returns the first position at or after i that
+ * can begin a spelling, or SIZE_MAX with *stop where fewer than 33 bytes remained.
+ */
+__attribute__((target("avx2"))) static size_t
+ms_skip32(const struct mask_spell *s, const unsigned char *p, size_t i, size_t n, size_t *stop)
+{
+    const __m256i any = MS_SET32(s->n == 1 ? 0xff : 0);
+
+    for (; i + 33 <= n; i += 32) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(p + i));
+        __m256i lead = _mm256_or_si256(MS_EQ32(a, s->lead[0]), MS_EQ32(a, s->lead[1]));
+        __m256i pct = MS_EQ32(a, '%'), esc = MS_EQ32(a, '\\'), b, hit;
+        __m256i first = _mm256_or_si256(lead, _mm256_or_si256(pct, esc));
+        unsigned int bits;
+
+        if (_mm256_testz_si256(first, first))
+            continue;
+        b = _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 1));
+        hit = _mm256_and_si256(
+            lead, _mm256_or_si256(_mm256_or_si256(any, MS_EQ32(b, s->next[0])),
+                                  _mm256_or_si256(MS_EQ32(b, s->next[1]),
+                                                  _mm256_or_si256(MS_EQ32(b, s->next[2]),
+                                                                  MS_EQ32(b, s->next[3])))));
+        hit = _mm256_or_si256(hit, _mm256_and_si256(pct, _mm256_or_si256(MS_EQ32(b, s->pct[0]),
+                                                                         MS_EQ32(b, s->pct[1]))));
+        hit = _mm256_or_si256(hit, _mm256_and_si256(esc, _mm256_or_si256(MS_EQ32(b, s->bs[0]),
+                                                                         MS_EQ32(b, s->bs[1]))));
+        bits = (unsigned int)_mm256_movemask_epi8(hit);
+        if (bits != 0)
+            return i + (size_t)__builtin_ctz(bits);
+    }
+    *stop = i;
+    return SIZE_MAX;
+}
+#endif
+
 /*
  * Index of the first position at or after i where a spelling can begin (ms_can_begin), or n.
  * With SSE2 sixteen positions are judged at once; the last positions of p are judged in the
@@ -833,6 +884,14 @@ static unsigned int ms_begin16(const struct mask_spell *s, const unsigned char *
  */
 static size_t ms_skip(const struct mask_spell *s, const unsigned char *p, size_t i, size_t n)
 {
+#if defined(MS_AVX2)
+    if (s->avx2) {
+        size_t at = ms_skip32(s, p, i, n, &i);
+
+        if (at != SIZE_MAX)
+            return at;
+    }
+#endif
 #if defined(__SSE2__)
     unsigned int bits;
 

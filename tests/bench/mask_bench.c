@@ -11,6 +11,7 @@
  * base64 of user:secret, as inject_forms() gives them. Inputs:
  *
  * - text: English-like words, lines and punctuation (the secret's first byte 's' is common);
+ * - random: uniformly random bytes (a download, an image: bench_proxy.sh's bulk answer);
  * - json: an API's JSON answer, with percent-encoded URLs and JSON escapes (\" \/ \n \u00e9);
  * - hostile: nothing but '%', '\', '+', broken escapes and prefixes of the secret, raw and
  *   escaped, none completed;
@@ -99,6 +100,12 @@ static void gen_json(unsigned char *b, uint64_t *seed)
                  (unsigned int)(r >> 40) % 4000, (unsigned int)(r >> 48) % 8000);
         put(b, &o, rec);
     }
+}
+
+static void gen_random(unsigned char *b, uint64_t *seed)
+{
+    for (size_t o = 0; o < BENCH_BODY; o++)
+        b[o] = (unsigned char)(bench_rng(seed) >> 24);
 }
 
 /* Prefixes of the secret, raw and spelled, never completed, between escape fragments. */
@@ -206,6 +213,7 @@ int main(int argc, char **argv)
 {
     static const struct bench_case cases[] = {
         {"text", gen_text, 0, 0, 1},
+        {"random", gen_random, 0, 0, 1},
         {"json", gen_json, 0, 0, 1},
         {"hostile", gen_hostile, 0, 0, 1},
         {"periodic-64", NULL, 64, 'a', 1},

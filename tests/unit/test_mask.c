@@ -482,6 +482,43 @@ START_TEST(test_random_against_reference)
 }
 END_TEST
 
+/* Random bytes of the whole range (a download), the forms planted at every alignment: the fast
+ * path passes most blocks unread (32 bytes at a time with AVX2) and must stop at each one. */
+START_TEST(test_random_binary_planted)
+{
+    uint64_t seed = 0x51ab1e5u + (uint64_t)_i;
+    unsigned char fb[2][12], in[4096], want[4096];
+
+    for (int round = 0; round < 64; round++) {
+        struct inject_form f[2];
+        size_t nf = 1 + (size_t)round % 2, len = 2048 + rng_next(&seed) % 2048, maxlen = 0;
+        struct mask *m;
+
+        for (size_t k = 0; k < nf; k++) {
+            f[k].len = 8 + rng_next(&seed) % 5;
+            for (size_t i = 0; i < f[k].len; i++)
+                fb[k][i] = (unsigned char)('a' + rng_next(&seed) % 26);
+            f[k].bytes = fb[k];
+            if (f[k].len > maxlen)
+                maxlen = f[k].len;
+        }
+        for (size_t i = 0; i < len; i++)
+            in[i] = (unsigned char)(rng_next(&seed) >> 24);
+        /* one form at offsets round, round + 33, ... (every alignment over the rounds), and at
+         * the very end */
+        for (size_t at = (size_t)round; at + f[0].len <= len; at += 33 + rng_next(&seed) % 200)
+            memcpy(in + at, f[nf - 1].bytes, f[nf - 1].len);
+        memcpy(in + len - f[0].len, f[0].bytes, f[0].len);
+        ref_mask(f, nf, in, len, want);
+        m = mask_new(f, nf);
+        ck_assert_ptr_nonnull(m);
+        run_stream(m, in, len, want, len, &seed, maxlen);
+        run_stream(m, in, len, want, 0, &seed, maxlen);
+        mask_free(&m);
+    }
+}
+END_TEST
+
 START_TEST(test_new_limits)
 {
     static const unsigned char a[] = "abc";
@@ -988,6 +1025,7 @@ Suite *suite_mask(void)
     tcase_add_test(tc, test_long_periodic_spelled);
     tcase_add_test(tc, test_periodic_backslashes);
     tcase_add_loop_test(tc, test_random_against_reference, 0, 8);
+    tcase_add_loop_test(tc, test_random_binary_planted, 0, 4);
     tcase_add_test(tc, test_new_limits);
     tcase_add_test(tc, test_head);
     tcase_add_test(tc, test_head_spellings);

@@ -112,7 +112,20 @@ void h1_arm_idle(struct h1conn *c, int seconds)
     c->idle_rest = seconds;
 }
 
-/* The idle connection's record buffers go (kept while they hold part of a record). */
+/* With a request in its exchange the timer only releases the buffers, after H1_BUF_KEEP_MS
+ * without a write to the client (a slow upstream, a quiet stream); the exchange keeps its own
+ * timeouts. */
+void h1_arm_buffers(struct h1conn *c)
+{
+    struct timeval tv = {0, H1_BUF_KEEP_MS * 1000};
+
+    evtimer_add(c->timer, &tv);
+    c->buf_timer = true;
+    c->idle_rest = 0;
+}
+
+/* The record buffers go (kept while they hold part of a record); an idle connection's timer
+ * then waits for the rest of its timeout. */
 static void h1_release_buffers(struct h1conn *c)
 {
     struct timeval tv = {c->idle_rest > 0 ? c->idle_rest - 1 : 0,
@@ -122,7 +135,8 @@ static void h1_release_buffers(struct h1conn *c)
     if (ssl != NULL)
         SSL_free_buffers(ssl);
     c->buf_timer = false;
-    evtimer_add(c->timer, &tv);
+    if (c->state == H1_S_IDLE)
+        evtimer_add(c->timer, &tv);
 }
 
 void h1_enter(struct h1conn *c)
@@ -398,7 +412,11 @@ static void h1_more(void *t)
 
 static void h1_flush(void *t)
 {
-    bevio_push(&((struct h1conn *)t)->io);
+    struct h1conn *c = t;
+
+    bevio_push(&c->io);
+    if (c->state == H1_S_EXCHANGE && !c->buf_timer)
+        h1_arm_buffers(c); /* released while the answer was slow: count the quiet anew */
 }
 
 /* The request is answered and the connection stays: ready for the next request. */
@@ -531,7 +549,7 @@ static void h1_request(struct h1conn *c)
             ? H1_BODY_DONE
             : H1_BODY_WAIT;
     h1_set_state(c, H1_S_EXCHANGE);
-    evtimer_del(c->timer);
+    h1_arm_buffers(c);
     exchange_request(c->x, req);
 }
 
@@ -780,6 +798,12 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
             h1_release_buffers(c);
         else
             h1_close(c, "idle_timeout");
+        break;
+    case H1_S_EXCHANGE:
+        if (c->buf_timer)
+            h1_release_buffers(c);
+        else
+            h1_close(c, "timeout");
         break;
     case H1_S_HEAD:
         h1_close(c, "head_timeout");

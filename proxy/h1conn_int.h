@@ -74,7 +74,7 @@ struct h1conn {
     bool want_drain; /* the exchange waits for the client's output to drain */
     bool busy;       /* over the connection limit: answer 503 and close */
     bool graceful;   /* handed over or finishing: no RST */
-    bool buf_timer;  /* idle: the timer releases the TLS record buffers first (h1_arm_idle) */
+    bool buf_timer;  /* the timer releases the TLS record buffers (h1_arm_idle, _buffers) */
     int idle_rest;   /* idle: the seconds of waiting left after that */
 };
 
@@ -86,6 +86,7 @@ void h1_log(const struct h1conn *c, enum log_level lvl, const char *event, const
 void h1_set_state(struct h1conn *c, enum h1_state s);
 void h1_arm(struct h1conn *c, int seconds);
 void h1_arm_idle(struct h1conn *c, int seconds);
+void h1_arm_buffers(struct h1conn *c);
 void h1_close(struct h1conn *c, const char *reason);
 void h1_handover(struct h1conn *c);
 void h1_begin(struct h1conn *c);

@@ -120,6 +120,14 @@ void bevio_pull(struct bufferevent *bev)
     }
 }
 
+void bevio_release_always(struct bufferevent *bev)
+{
+    SSL *ssl = bufferevent_openssl_get_ssl(bev);
+
+    if (ssl != NULL)
+        SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
+}
+
 bool bevio_has_input(struct bufferevent *bev)
 {
     SSL *ssl;

@@ -48,6 +48,14 @@ size_t bevio_pending(const struct bevio *io);
  */
 void bevio_pull(struct bufferevent *bev);
 
+/*
+ * From now on bev's TLS record buffers are released whenever they are empty
+ * (SSL_MODE_RELEASE_BUFFERS): for connections that stay open with little traffic (HTTP/2,
+ * tunnels) and responses that stream. The TLS contexts leave the mode off, so that a connection
+ * busy with short exchanges keeps its buffers (docs/internals/proxy.md, "Record buffers").
+ */
+void bevio_release_always(struct bufferevent *bev);
+
 /* Bytes wait to be read: in bev's input, or read ahead by OpenSSL. */
 bool bevio_has_input(struct bufferevent *bev);
 

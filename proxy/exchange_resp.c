@@ -535,8 +535,12 @@ static void up_read_cb(struct bufferevent *bev, void *arg)
 
     exch_enter(x);
     exch_up_input(x);
-    if (x->state == EXCH_S_RELAY && x->resp_started && !x->resp_done)
-        exch_quickack(bev); /* a response is streaming (a response read whole costs nothing) */
+    if (x->state == EXCH_S_RELAY && x->resp_started && !x->resp_done) {
+        /* a response is streaming (one read whole costs nothing): no buffers held between its
+         * reads, however long it lasts (the pool takes the mode off again) */
+        exch_quickack(bev);
+        bevio_release_always(bev);
+    }
     exch_leave(x);
 }
 

@@ -459,7 +459,6 @@ static void h1_upgrade(struct h1conn *c)
     bufferevent_set_timeouts(client, NULL, NULL);
     tls_server_ssl_detach(bufferevent_openssl_get_ssl(client));
     c->io.bev = NULL; /* the tunnel's from here, even when it cannot start */
-    tls_release_buffers_always(bufferevent_openssl_get_ssl(client));
     if (tunnel_start(c->cc.w, &c->link, client, up, wsm, bad_ext, &ti) < 0) {
         c->io.bev = NULL;
         h1_close(c, "oom");
@@ -705,7 +704,7 @@ static void h1_to_h2(struct h1conn *c)
 
     evtimer_del(c->timer);
     tls_server_ssl_detach(bufferevent_openssl_get_ssl(bev));
-    tls_release_buffers_always(bufferevent_openssl_get_ssl(bev));
+    bevio_release_always(bev);
     c->io.bev = NULL; /* the HTTP/2 transport's from here, even when it cannot start */
     if (h2conn_start(&c->link, &c->cc, bev, c->busy) < 0)
         h1_close(c, "oom");

@@ -810,6 +810,7 @@ struct h2up_stream *h2up_attach(struct worker *w, struct h2up **dp, const char *
         h2up_dial_end(&c, H2UP_PLACED_RETRY, UPSTREAM_OK);
         return NULL;
     }
+    bevio_release_always(bev);
     bufferevent_setcb(bev, read_cb, write_cb, event_cb, c);
     bufferevent_setwatermark(bev, EV_READ, 0, VG_CONN_IN_MAX);
     bufferevent_set_timeouts(bev, NULL, NULL);

@@ -193,7 +193,8 @@ SSL_CTX *tls_server_ctx_new(const unsigned char ticket_keys[80], char *err, size
     if (SSL_CTX_set1_groups_list(ctx, "X25519:P-256") != 1)
         goto out;
     /* no SSL_MODE_RELEASE_BUFFERS: an HTTP/1.1 connection keeps its record buffers while it
-     * is busy and releases them once idle (h1_arm_idle); others get the mode when handed on */
+     * is busy and releases them once quiet (h1_arm_idle); others get the mode when handed on
+     * (bevio_release_always) */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_read_ahead(ctx, 1); /* consumers call bevio_pull() (bevio.h) */
     /* Stateless tickets only: no per-context session cache (memory, a lock per handshake). */
@@ -225,12 +226,6 @@ SSL *tls_server_ssl_new(SSL_CTX *ctx, struct h1conn *c)
         return NULL;
     }
     return ssl;
-}
-
-void tls_release_buffers_always(SSL *ssl)
-{
-    if (ssl != NULL)
-        SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
 }
 
 void tls_server_ssl_detach(SSL *ssl)

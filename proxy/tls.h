@@ -34,10 +34,6 @@ SSL *tls_server_ssl_new(SSL_CTX *ctx, struct h1conn *c);
 /* Detaches the connection from ssl (before it is freed: the SSL may outlive it). */
 void tls_server_ssl_detach(SSL *ssl);
 
-/* A client connection handed on (HTTP/2, a tunnel) releases its record buffers whenever they
- * are empty (SSL_MODE_RELEASE_BUFFERS); only the HTTP/1.1 transport keeps them while busy. */
-void tls_release_buffers_always(SSL *ssl);
-
 /*
  * Extracts the host_name entry of a raw server_name extension body (RFC 6066 §3). Returns its
  * length and points *name into p, or returns 0 when there is none or the body is malformed.

@@ -295,6 +295,7 @@ int tunnel_start(struct worker *w, struct worker_link *from, struct bufferevent 
     t->t_start = info->t_start;
     worker_replace(w, from, &t->link, &tunnel_link_ops);
     for (int i = 0; i < 2; i++) {
+        bevio_release_always(t->bev[i]);
         bufferevent_setcb(t->bev[i], tunnel_read_cb, tunnel_write_cb, tunnel_event_cb, t);
         bufferevent_set_timeouts(t->bev[i], &idle, &idle);
         bufferevent_setwatermark(t->bev[i], EV_READ, 0, VG_CONN_IN_MAX);

@@ -122,7 +122,8 @@ static SSL_CTX *client_ctx_new(const char *ca_file, char *err, size_t errlen)
         goto fail;
     if (SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1) != 0)
         goto fail;
-    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    /* no SSL_MODE_RELEASE_BUFFERS: kept while a connection is busy, released when a response
+     * streams (bevio_release_always) and after UPSTREAM_POOL_BUF_KEEP_MS in the pool */
     SSL_CTX_set_read_ahead(ctx, 1); /* consumers call bevio_pull() (bevio.h) */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
     SSL_CTX_sess_set_new_cb(ctx, sess_new_cb);

@@ -16,17 +16,21 @@
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 
 #define UPSTREAM_POOL_BUCKETS     256  /* hash buckets (fixed) */
 #define UPSTREAM_POOL_MAX_KEYS    4096 /* distinct (host, port, tls) kept per worker */
 #define UPSTREAM_POOL_FIRST_SLOTS 4    /* idle slots a key starts with */
+#define UPSTREAM_POOL_BUF_KEEP_MS 100  /* an idle connection keeps its TLS record buffers */
 
 struct pool_key;
 
 struct pool_slot {
     struct bufferevent *bev;
     struct pool_key *key;
+    unsigned gen; /* the pool's release generation when it came in */
+    bool bufs;    /* TLS: its record buffers may still be held (pool_release_tick) */
 };
 
 struct pool_key {
@@ -46,6 +50,9 @@ struct upstream_pool {
     struct timeval idle_tv;
     size_t nkeys;
     size_t idle;
+    size_t held;          /* slots with bufs set */
+    unsigned gen;         /* advanced by each release tick */
+    struct event *ticker; /* the release tick, while held > 0 */
     struct pool_key *buckets[UPSTREAM_POOL_BUCKETS];
 };
 
@@ -137,6 +144,8 @@ static struct bufferevent *pool_take(struct pool_key *k, size_t i)
 {
     struct bufferevent *bev = k->slots[i].bev;
 
+    if (k->slots[i].bufs)
+        k->pool->held--;
     k->n--;
     if (i != k->n) {
         k->slots[i] = k->slots[k->n];
@@ -191,6 +200,36 @@ static void pool_event_cb(struct bufferevent *bev, short what, void *arg)
     pool_drop(arg);
 }
 
+/*
+ * Every UPSTREAM_POOL_BUF_KEEP_MS while connections hold them: the TLS record buffers of those
+ * that came in before the previous tick go (1-2 ticks of idleness; a connection reused sooner
+ * still has them: no allocation per request). One timer per pool, not per connection: a
+ * per-connection timeout would be a deferred bufferevent callback, which could reach the next
+ * owner of a connection handed out in the same loop turn.
+ */
+static void pool_release_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct upstream_pool *p = arg;
+    struct timeval tv = {0, UPSTREAM_POOL_BUF_KEEP_MS * 1000};
+
+    for (size_t i = 0; i < UPSTREAM_POOL_BUCKETS && p->held > 0; i++) {
+        for (struct pool_key *k = p->buckets[i]; k != NULL; k = k->next) {
+            for (size_t j = 0; j < k->n; j++) {
+                struct pool_slot *s = &k->slots[j];
+
+                if (!s->bufs || s->gen == p->gen)
+                    continue;
+                SSL_free_buffers(bufferevent_openssl_get_ssl(s->bev));
+                s->bufs = false;
+                p->held--;
+            }
+        }
+    }
+    p->gen++;
+    if (p->held > 0)
+        evtimer_add(p->ticker, &tv);
+}
+
 /* Doubles k's slot array (rare: only a host with many idle connections gets there). */
 static int pool_grow(struct pool_key *k)
 {
@@ -210,8 +249,10 @@ static int pool_grow(struct pool_key *k)
 int upstream_pool_put(struct upstream_pool *p, const char *host, int port, int tls,
                       struct bufferevent *bev)
 {
+    struct timeval buf_tv = {0, UPSTREAM_POOL_BUF_KEEP_MS * 1000};
     struct pool_key *k;
     struct pool_slot *slot;
+    SSL *ssl;
 
     if (bevio_has_input(bev) || evbuffer_get_length(bufferevent_get_output(bev)) != 0)
         return -1;
@@ -221,7 +262,16 @@ int upstream_pool_put(struct upstream_pool *p, const char *host, int port, int t
     slot = &k->slots[k->n++];
     slot->bev = bev;
     slot->key = k;
+    slot->gen = p->gen;
+    slot->bufs = (ssl = bufferevent_openssl_get_ssl(bev)) != NULL;
     p->idle++;
+    if (slot->bufs) {
+        SSL_clear_mode(ssl, SSL_MODE_RELEASE_BUFFERS); /* set for a response that streamed */
+        if (p->ticker == NULL)
+            p->ticker = evtimer_new(bufferevent_get_base(bev), pool_release_tick, p);
+        if (p->held++ == 0 && p->ticker != NULL)
+            evtimer_add(p->ticker, &buf_tv);
+    }
     bufferevent_setwatermark(bev, EV_READ | EV_WRITE, 0, 0);
     bufferevent_setcb(bev, pool_read_cb, NULL, pool_event_cb, slot);
     bufferevent_set_timeouts(bev, &p->idle_tv, NULL);
@@ -254,6 +304,8 @@ void upstream_pool_free(struct upstream_pool **pp)
             pool_key_free(k);
         }
     }
+    if (p->ticker != NULL)
+        event_free(p->ticker);
     free(p);
     *pp = NULL;
 }

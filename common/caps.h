@@ -54,6 +54,8 @@
 /* Proxy connections (proxy/conn.c, proxy/listen.c). */
 #define VG_CONN_OUT_CAP       (256 * 1024) /* output past this pauses reading the other side */
 #define VG_CONN_IN_MAX        (256 * 1024) /* read high watermark of each side's input */
+#define VG_WORKER_MASKS       64 /* maskers a worker keeps for the next credentialed requests */
+#define VG_WORKER_SPARES      64 /* request parsers and stage buffers a worker keeps for reuse */
 #define VG_LISTEN_BACKLOG     4096
 #define VG_WORKERS_MAX        256
 #define VG_LISTENERS_MAX      32

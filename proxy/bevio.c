@@ -61,7 +61,7 @@ void bevio_push(struct bevio *io)
     SSL *ssl;
     size_t n;
 
-    if (io->bev == NULL || (n = evbuffer_get_length(io->stage)) == 0)
+    if (io->bev == NULL || io->stage == NULL || (n = evbuffer_get_length(io->stage)) == 0)
         return;
     out = bufferevent_get_output(io->bev);
     ssl = bufferevent_openssl_get_ssl(io->bev);
@@ -140,6 +140,6 @@ bool bevio_has_input(struct bufferevent *bev)
 
 size_t bevio_pending(const struct bevio *io)
 {
-    return evbuffer_get_length(io->stage) +
+    return (io->stage != NULL ? evbuffer_get_length(io->stage) : 0) +
            (io->bev != NULL ? evbuffer_get_length(bufferevent_get_output(io->bev)) : 0);
 }

@@ -24,7 +24,7 @@
 /* One side of a connection: its bufferevent and the bytes staged for it. */
 struct bevio {
     struct bufferevent *bev; /* NULL once that side is gone */
-    struct evbuffer *stage;  /* produced for this side, sent by bevio_push() */
+    struct evbuffer *stage;  /* produced for this side, sent by bevio_push(); may be NULL */
     bool nocopy; /* stage leads with a wiped block (a head with a secret): never pulled up */
 };
 

@@ -831,14 +831,9 @@ void exchange_free(struct exchange **xp)
     exch_drop_upstream(x, !clean);
     if (x->timer != NULL)
         evtimer_del(x->timer);
-    /* give back what the connection lent: the masker, when it finished its stream cleanly */
-    if (x->mask != NULL && x->mask_clean && x->cc->mask == NULL && !x->forms_dynamic &&
-        x->policy == x->cc->policy) {
-        x->cc->mask = x->mask;
-        x->cc->mask_rule = x->rule;
-        x->cc->mask_gen = x->policy_gen;
-        x->mask = NULL;
-    }
+    /* the masker goes to the worker's cache when it finished its stream cleanly */
+    if (x->mask != NULL && x->mask_clean && !x->forms_dynamic)
+        exch_mask_give(x->w, &x->mask, x->rule, x->policy_gen);
     x->state = EXCH_S_ENDED;
     x->cc = NULL;
     x->ops = NULL;
@@ -851,5 +846,82 @@ void exchange_free(struct exchange **xp)
 void exch_conn_release(struct exch_conn *cc)
 {
     policy_unref(&cc->policy);
-    mask_free(&cc->mask);
+}
+
+/* ---- the worker's maskers ---------------------------------------------------------------- */
+
+/*
+ * A masker is built for one rule's forms of one snapshot. It is no connection's: an idle
+ * connection would hold ~2 KiB for it. The worker keeps up to VG_WORKER_MASKS of them for the
+ * next credentialed requests of any connection (LIFO, so the most recently used stay warm);
+ * one of an older snapshot is freed (wiped) as soon as it is seen, and all of them when the
+ * worker takes a new snapshot.
+ */
+struct exch_masks {
+    size_t n;
+    struct {
+        struct mask *m;
+        int rule;
+        uint64_t gen;
+    } e[VG_WORKER_MASKS];
+};
+
+/* Frees entry i (wiped), the last one taking its place. */
+static void exch_masks_drop(struct exch_masks *c, size_t i)
+{
+    mask_free(&c->e[i].m);
+    c->e[i] = c->e[--c->n];
+}
+
+struct mask *exch_mask_take(struct worker *w, int rule, uint64_t gen)
+{
+    struct exch_masks *c = w->masks;
+    struct mask *m;
+
+    if (c == NULL)
+        return NULL;
+    for (size_t i = c->n; i-- > 0;) {
+        if (c->e[i].gen != w->policy_gen) {
+            exch_masks_drop(c, i);
+            continue;
+        }
+        if (c->e[i].rule != rule || c->e[i].gen != gen)
+            continue;
+        m = c->e[i].m;
+        c->e[i] = c->e[--c->n];
+        return m;
+    }
+    return NULL;
+}
+
+void exch_mask_give(struct worker *w, struct mask **mp, int rule, uint64_t gen)
+{
+    struct exch_masks *c = w->masks;
+
+    if (gen != w->policy_gen || (c == NULL && (c = w->masks = calloc(1, sizeof(*c))) == NULL) ||
+        c->n == VG_WORKER_MASKS) {
+        mask_free(mp);
+        return;
+    }
+    c->e[c->n].m = *mp;
+    c->e[c->n].rule = rule;
+    c->e[c->n].gen = gen;
+    c->n++;
+    *mp = NULL;
+}
+
+void exchange_worker_masks(struct worker *w, bool all)
+{
+    struct exch_masks *c = w->masks;
+
+    if (c == NULL)
+        return;
+    for (size_t i = c->n; i-- > 0;) {
+        if (all || c->e[i].gen != w->policy_gen)
+            exch_masks_drop(c, i);
+    }
+    if (all) {
+        free(c);
+        w->masks = NULL;
+    }
 }

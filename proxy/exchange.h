@@ -54,8 +54,8 @@ enum exch_end {
 
 /*
  * What exchanges know of the connection that carries them. Owned by the transport, it outlives
- * every exchange on the connection; the caches at the end are taken and given back by the
- * exchanges (kept across requests to spare allocations and reference counting).
+ * every exchange on the connection; the snapshot at the end is taken and given back by the
+ * exchanges (kept across requests to spare reference counting).
  */
 struct exch_conn {
     struct worker *w;
@@ -72,13 +72,14 @@ struct exch_conn {
     /* caches */
     struct policy *policy; /* snapshot of the last request (a new one only after a reload) */
     uint64_t policy_gen;
-    struct mask *mask; /* masker of the last credentialed response, kept when it ended cleanly */
-    int mask_rule;
-    uint64_t mask_gen;
 };
 
 /* Frees what the caches hold (the transport's teardown). */
 void exch_conn_release(struct exch_conn *cc);
+
+/* The worker's maskers kept between requests: those of another snapshot than the worker's
+ * current one are freed (wiped), or all of them (all: the worker's teardown). Worker thread. */
+void exchange_worker_masks(struct worker *w, bool all);
 
 /*
  * The transport's side. Every function may free nothing of the exchange; after finished the

@@ -142,6 +142,10 @@ void exch_finish(struct exchange *x, enum exch_end how);
 void exch_drop_upstream(struct exchange *x, bool abort);
 void exch_get_upstream(struct exchange *x);
 void exch_dial(struct exchange *x);
+/* The worker's masker for rule's forms of snapshot gen, now the caller's; NULL when it has none. */
+struct mask *exch_mask_take(struct worker *w, int rule, uint64_t gen);
+/* Gives *mp (a masker that finished its stream) to the worker's cache, or frees it; NULLs *mp. */
+void exch_mask_give(struct worker *w, struct mask **mp, int rule, uint64_t gen);
 const char *exch_tls_reason(unsigned long e);
 
 /* exchange_cred.c */

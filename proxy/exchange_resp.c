@@ -64,11 +64,10 @@ void exch_drop_mask(struct exchange *x)
  * A request that carries a secret asks for the whole representation, identity-coded (no
  * Range/If-Range: slices masked one by one could be put back together into the secret), and
  * gets a masker for every form the secret was sent in, so an upstream echoing it cannot hand
- * it back. The connection's masker is reused while rule and snapshot stay the same. 0 or -1.
+ * it back. A masker of the worker's for the same rule and snapshot is reused. 0 or -1.
  */
 int exch_mask_setup(struct exchange *x, struct http_head *h)
 {
-    struct exch_conn *cc = x->cc;
     size_t n = x->nforms;
 
     httphead_remove(h, "Range");
@@ -82,12 +81,8 @@ int exch_mask_setup(struct exchange *x, struct http_head *h)
     }
     if (n == 0 || httphead_add(h, "Accept-Encoding", 15, "identity", 8) < 0)
         return -1;
-    if (cc->mask != NULL && cc->mask_rule == x->rule && cc->mask_gen == x->policy_gen &&
-        !x->forms_dynamic)
-        x->mask = cc->mask;
-    else
-        mask_free(&cc->mask); /* another secret, or the snapshot changed (its secret wiped) */
-    cc->mask = NULL;
+    if (!x->forms_dynamic)
+        x->mask = exch_mask_take(x->w, x->rule, x->policy_gen);
     if (x->mask == NULL)
         x->mask = mask_new(x->forms, n);
     x->masking = true;

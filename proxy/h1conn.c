@@ -58,6 +58,7 @@ static const char *const state_names[] = {
 
 static void h1_input(struct h1conn *c);
 static void h1_free(struct h1conn *c);
+static const struct http1_callbacks req_callbacks;
 
 /* ---- small helpers ---------------------------------------------------------------------- */
 
@@ -198,6 +199,82 @@ void h1_schedule_input(struct h1conn *c)
         c->resume = event_new(c->cc.w->base, -1, 0, resume_cb, c);
     if (c->resume != NULL)
         event_active(c->resume, EV_TIMEOUT, 1);
+}
+
+/* ---- per-request parts, lent by the worker ---------------------------------------------- */
+
+/*
+ * The request parser and the stage buffer are needed only while a request is under way: an
+ * idle keep-alive connection gives them back to its worker, which keeps up to
+ * VG_WORKER_SPARES of each for the next request of any of its connections (a stack: reuse is a
+ * pointer move, no allocation, and the same few blocks serve every request). A parser comes
+ * back reset (its buffers wiped and freed), a stage empty.
+ */
+struct h1_spare {
+    size_t np, nb;
+    struct http1_parser *p[VG_WORKER_SPARES];
+    struct evbuffer *b[VG_WORKER_SPARES];
+};
+
+static struct h1_spare *h1_spare(struct worker *w)
+{
+    if (w->h1_spare == NULL)
+        w->h1_spare = calloc(1, sizeof(struct h1_spare));
+    return w->h1_spare;
+}
+
+/* Takes a parser and a stage for the request that begins. 0 or -1 (out of memory). */
+static int h1_lend(struct h1conn *c)
+{
+    struct h1_spare *sp = c->cc.w->h1_spare;
+
+    if (c->parser == NULL) {
+        if (sp != NULL && sp->np > 0) {
+            c->parser = sp->p[--sp->np];
+            http1_parser_set_arg(c->parser, c);
+        } else {
+            c->parser = http1_parser_new(HTTP1_REQUEST, &req_callbacks, c);
+        }
+    }
+    if (c->io.stage == NULL)
+        c->io.stage = sp != NULL && sp->nb > 0 ? sp->b[--sp->nb] : evbuffer_new();
+    return c->parser != NULL && c->io.stage != NULL ? 0 : -1;
+}
+
+/* Gives parser and stage back to the worker (or frees them) once the connection is idle. */
+static void h1_give_back(struct h1conn *c)
+{
+    struct h1_spare *sp = h1_spare(c->cc.w);
+
+    if (c->parser != NULL) {
+        http1_parser_reset(c->parser);
+        if (sp != NULL && sp->np < VG_WORKER_SPARES)
+            sp->p[sp->np++] = c->parser;
+        else
+            http1_parser_free(&c->parser);
+        c->parser = NULL;
+    }
+    if (c->io.stage != NULL && evbuffer_get_length(c->io.stage) == 0) {
+        if (sp != NULL && sp->nb < VG_WORKER_SPARES)
+            sp->b[sp->nb++] = c->io.stage;
+        else
+            evbuffer_free(c->io.stage);
+        c->io.stage = NULL;
+    }
+}
+
+void h1conn_worker_free(struct worker *w)
+{
+    struct h1_spare *sp = w->h1_spare;
+
+    if (sp == NULL)
+        return;
+    while (sp->np > 0)
+        http1_parser_free(&sp->p[--sp->np]);
+    while (sp->nb > 0)
+        evbuffer_free(sp->b[--sp->nb]);
+    free(sp);
+    w->h1_spare = NULL;
 }
 
 /* ---- teardown --------------------------------------------------------------------------- */
@@ -423,8 +500,8 @@ static void h1_flush(void *t)
 static void h1_keep_alive(struct h1conn *c)
 {
     exchange_free(&c->x);
-    http1_parser_reset(c->parser);
     c->req = NULL;
+    h1_give_back(c);
     bufferevent_set_timeouts(c->io.bev, NULL, NULL);
     h1_set_state(c, H1_S_IDLE);
     h1_arm_idle(c, H1_T(c, VG_T_IDLE));
@@ -556,8 +633,7 @@ static void h1_request(struct h1conn *c)
 static int h1_request_start(struct h1conn *c)
 {
     clock_gettime(CLOCK_MONOTONIC, &c->t_req);
-    c->x = exchange_new(&c->cc, &h1_exchange_ops, c, &c->t_req);
-    if (c->x == NULL) {
+    if (h1_lend(c) < 0 || (c->x = exchange_new(&c->cc, &h1_exchange_ops, c, &c->t_req)) == NULL) {
         h1_close(c, "oom");
         return -1;
     }
@@ -638,12 +714,6 @@ void h1_begin(struct h1conn *c)
 {
     if (c->parser != NULL)
         http1_parser_reset(c->parser);
-    else
-        c->parser = http1_parser_new(HTTP1_REQUEST, &req_callbacks, c);
-    if (c->parser == NULL) {
-        h1_close(c, "oom");
-        return;
-    }
     if (c->cc.draining) {
         h1_close(c, "draining");
         return;
@@ -658,8 +728,7 @@ void h1_begin(struct h1conn *c)
 static void h1_busy(struct h1conn *c)
 {
     clock_gettime(CLOCK_MONOTONIC, &c->t_req);
-    c->x = exchange_new(&c->cc, &h1_exchange_ops, c, &c->t_req);
-    if (c->x == NULL) {
+    if (h1_lend(c) < 0 || (c->x = exchange_new(&c->cc, &h1_exchange_ops, c, &c->t_req)) == NULL) {
         h1_close(c, "oom");
         return;
     }
@@ -938,8 +1007,7 @@ static struct h1conn *h1_new(struct worker *w, const struct listen_addr *la, evu
     c->cc.default_port = la->kind == LISTEN_HTTPS ? H1_HTTPS_PORT : H1_HTTP_PORT;
     h1_addr_text(sa, c->cc.client_addr, sizeof(c->cc.client_addr));
     c->timer = evtimer_new(w->base, timer_cb, c);
-    c->io.stage = evbuffer_new();
-    if (c->timer == NULL || c->io.stage == NULL) {
+    if (c->timer == NULL) {
         evutil_closesocket(fd);
         h1_close(c, "oom");
         return NULL;

@@ -40,6 +40,10 @@ void h1conn_accept_busy(struct worker *w, const struct listen_addr *la, evutil_s
  * reference the caller frees) and returns 0; or returns -1 with *alert set (the handshake is
  * aborted).
  */
+/* Frees the request parsers and buffers w keeps for its connections' next requests (the
+ * worker's teardown). */
+void h1conn_worker_free(struct worker *w);
+
 int h1conn_client_hello(struct h1conn *c, const char *host, struct tls_leaf *out, int *alert);
 
 #endif

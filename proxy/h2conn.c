@@ -1147,8 +1147,7 @@ int h2conn_start(struct worker_link *from, struct exch_conn *cc, struct bufferev
     }
     c->cc = *cc;
     c->cc.proto = "h2";
-    cc->policy = NULL; /* the caches moved here */
-    cc->mask = NULL;
+    cc->policy = NULL; /* the cache moved here */
     c->io.bev = bev;
     c->busy = busy;
     c->io.stage = evbuffer_new();

@@ -745,6 +745,11 @@ void http1_parser_reset(struct http1_parser *p)
         p->state = ST_HEAD;
 }
 
+void http1_parser_set_arg(struct http1_parser *p, void *arg)
+{
+    p->arg = arg;
+}
+
 void http1_parser_set_request_method(struct http1_parser *p, const char *method)
 {
     p->req_head = method != NULL && strcmp(method, "HEAD") == 0;

@@ -74,6 +74,9 @@ void http1_parser_free(struct http1_parser **pp);
  */
 void http1_parser_reset(struct http1_parser *p);
 
+/* The argument the callbacks get from now on (a reset parser handed to another owner). */
+void http1_parser_set_arg(struct http1_parser *p, void *arg);
+
 /*
  * Response parsers: the method of the request being answered (HEAD means no body; a 2xx to
  * CONNECT is a tunnel). Kept until that request's final response is complete, then forgotten.

@@ -254,9 +254,10 @@ static void ctl_cb(evutil_socket_t fd, short what, void *arg)
     (void)r;
     if (cmd == WORKER_CMD_DRAIN)
         worker_drain(w);
-    else if (cmd == WORKER_CMD_POLICY)
+    else if (cmd == WORKER_CMD_POLICY) {
         worker_policy(w);
-    else if (cmd == WORKER_CMD_ABORT)
+        exchange_worker_masks(w, false);
+    } else if (cmd == WORKER_CMD_ABORT)
         worker_abort(w);
 }
 
@@ -394,6 +395,8 @@ static void worker_free(struct worker *w)
     worker_abort_conns(w);
     worker_free_listeners(w);
     h2up_free_all(w);
+    exchange_worker_masks(w, true);
+    h1conn_worker_free(w);
     upstream_ctx_free(&w->up);
     if (w->ctl_ev != NULL)
         event_free(w->ctl_ev);

@@ -94,7 +94,9 @@ struct worker {
     _Atomic int ctl_cmd;
     int oauth_fd; /* eventfd: the token manager says a token arrived or its endpoint failed */
     struct event *oauth_ev;
-    void *parked; /* exchanges waiting for a token (exchange_cred.c's list head) */
+    void *parked;   /* exchanges waiting for a token (exchange_cred.c's list head) */
+    void *masks;    /* maskers kept between requests (exchange.c's cache) */
+    void *h1_spare; /* request parsers and stage buffers of idle connections (h1conn.c's) */
     bool draining;
     uint64_t limit_refused; /* over-limit connections since the last conn_limit log line */
     int64_t limit_logged;   /* CLOCK_MONOTONIC second of that line */

@@ -274,6 +274,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    exchange_worker_masks(&w, true); /* the worker's maskers, as worker_free does */
     upstream_ctx_free(&w.up);
     for (int i = 0; i < 16; i++) {
         if (up.conns[i] != NULL)

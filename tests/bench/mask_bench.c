@@ -212,14 +212,10 @@ static void bench_one(const struct bench_case *c, size_t mb, size_t feed)
 int main(int argc, char **argv)
 {
     static const struct bench_case cases[] = {
-        {"text", gen_text, 0, 0, 1},
-        {"random", gen_random, 0, 0, 1},
-        {"json", gen_json, 0, 0, 1},
-        {"hostile", gen_hostile, 0, 0, 1},
-        {"periodic-64", NULL, 64, 'a', 1},
-        {"periodic-8192", NULL, 8192, 'a', 1},
-        {"percents-64", NULL, 64, '%', 1},
-        {"backslashes-64", NULL, 64, '\\', 256},
+        {"text", gen_text, 0, 0, 1},       {"random", gen_random, 0, 0, 1},
+        {"json", gen_json, 0, 0, 1},       {"hostile", gen_hostile, 0, 0, 1},
+        {"periodic-64", NULL, 64, 'a', 1}, {"periodic-8192", NULL, 8192, 'a', 1},
+        {"percents-64", NULL, 64, '%', 1}, {"backslashes-64", NULL, 64, '\\', 256},
     };
     const char *only = NULL;
     size_t mb = 256, feed = 65536;

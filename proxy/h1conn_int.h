@@ -1,6 +1,6 @@
 /*
- * h1conn_int.h - what h1conn.c (the HTTP/1.1 transport) and proxyconn.c (CONNECT on the
- * explicit-proxy listener) share. Private to those two files.
+ * h1conn_int.h - what h1conn.c (the HTTP/1.1 transport), h1conn_accept.c (its start) and
+ * proxyconn.c (CONNECT on the explicit-proxy listener) share. Private to those files.
  */
 #ifndef VG_H1CONN_INT_H
 #define VG_H1CONN_INT_H
@@ -87,6 +87,8 @@ void h1_set_state(struct h1conn *c, enum h1_state s);
 void h1_arm(struct h1conn *c, int seconds);
 void h1_arm_idle(struct h1conn *c, int seconds);
 void h1_arm_buffers(struct h1conn *c);
+int h1_attach(struct h1conn *c); /* joins the worker, makes the timer: 0 or -1 */
+void h1_busy(struct h1conn *c);
 void h1_close(struct h1conn *c, const char *reason);
 void h1_handover(struct h1conn *c);
 void h1_begin(struct h1conn *c);

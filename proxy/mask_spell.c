@@ -17,26 +17,20 @@
  *   first byte when the form holds it and the escape goes on, '+' read as a space as well,
  *   spellings that begin inside an escape - are threads, one step each per byte, at most 8
  *   per byte of the form after merging and usually none. While nothing is partly matched, a
- *   two-byte filter passes over positions where no spelling can begin, 16 at a time.
+ *   two-byte filter passes over positions where no spelling can begin, 16 or 32 at a time
+ *   (mask_filter.c).
  * - Tables (they reveal the form) and partial-spelling state are wiped on free. Nothing logs.
  *
  * docs/internals/mask.md explains the main reading, the threads and the bounds.
  */
 #include "proxy/mask_spell.h"
+#include "proxy/mask_spell_int.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
-
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define MS_AVX2 1 /* ms_skip32 is built for AVX2 and used when the CPU has it */
-#endif
 
 #include "common/caps.h"
 #include "common/secmem.h"
@@ -54,35 +48,6 @@ enum ms_sub {
     MS_U2,        /* read '\u0' */
     MS_U3,        /* read '\u00' */
     MS_U4,        /* read '\u00' and the high hex digit */
-};
-
-/* Bytes with a second reading beside the main reading's: '%' and '\' read raw (when the form
- * holds them), and '+' read as a space when the form has both '+' and ' '. */
-enum { MS_ALT_PCT, MS_ALT_BS, MS_ALT_SP, MS_NALT };
-
-struct mask_spell {
-    unsigned char *p; /* the form, n bytes + NUL */
-    size_t n;
-    uint16_t *tab; /* one allocation of tab_len entries: fail, z, nxt, the alt tables */
-    size_t tab_len;
-    const uint16_t *fail;         /* fail[q]: longest proper border of p[0..q), q in 0..n */
-    const uint16_t *nxt;          /* nxt[q]: the failure link skipping borders followed by p[q] */
-    const uint16_t *z;            /* z[i]: longest common prefix of p and p + i */
-    const uint16_t *alt[MS_NALT]; /* alt[x][a]: largest k in chain(a) with p[k] the byte of
-                                     x ('%', '\\', ' '), or MS_NONE; NULL when unused */
-    unsigned char plus;           /* what the main reading takes '+' for */
-    /* Where a spelling can begin, judged by a byte and the next (repeats fill unused slots):
-     * the first byte of the form (or '+' for it), followed by a byte that can begin the
-     * second; '%' followed by the first byte's high hex digit; '\' followed by 'u' or by
-     * the first byte itself when it is '/', '\' or '"'. */
-    unsigned char lead[2], next[4], pct[2], bs[2];
-    bool starts[256], nexts[256];
-#if defined(__SSE2__)
-    __m128i vec[13]; /* the bytes above, each in all 16 lanes, in the order ms_begin16 uses */
-#endif
-    bool avx2;          /* the CPU has AVX2: ms_skip32 */
-    int16_t plain[256]; /* the byte of the form a byte is read as when no other reading of it
-                           matters, or -1 ('%', '\\', and '+' when it is read both ways) */
 };
 
 /* A partial spelling off the main reading. */
@@ -173,48 +138,6 @@ static void ms_z_build(const unsigned char *p, size_t n, uint16_t *z)
             r = i + k;
         }
     }
-}
-
-/* The two-byte filter of ms_skip (see struct mask_spell). */
-static void ms_build_filter(struct mask_spell *s)
-{
-    static const char hex[] = "0123456789abcdef";
-    unsigned char p0 = s->p[0], p1 = s->n > 1 ? s->p[1] : p0;
-    bool bs0 = p0 == '/' || p0 == '\\' || p0 == '"';
-
-#if defined(MS_AVX2)
-    s->avx2 = __builtin_cpu_supports("avx2");
-#endif
-    s->lead[0] = p0;
-    s->lead[1] = p0 == ' ' ? '+' : p0;
-    s->next[0] = p1;
-    s->next[1] = '%';
-    s->next[2] = p1 < 0x80 ? '\\' : p1;
-    s->next[3] = p1 == ' ' ? '+' : p1;
-    s->pct[0] = (unsigned char)hex[p0 >> 4];
-    s->pct[1] = (unsigned char)(hex[p0 >> 4] & ~0x20);
-    if (s->pct[1] < 'A')
-        s->pct[1] = s->pct[0]; /* a digit has one case */
-    s->bs[0] = p0 < 0x80 ? 'u' : p0;
-    s->bs[1] = bs0 ? p0 : s->bs[0];
-    for (size_t i = 0; i < 4; i++) {
-        s->nexts[s->next[i]] = true;
-        s->starts[i < 2 ? s->lead[i] : "%\\"[i - 2]] = true;
-    }
-    if (p0 >= 0x80)
-        s->starts['\\'] = false;
-#if defined(__SSE2__)
-    {
-        const unsigned char b[13] = {s->lead[0], s->lead[1], s->n == 1 ? 0xff : 0,
-                                     s->next[0], s->next[1], s->next[2],
-                                     s->next[3], '%',        s->pct[0],
-                                     s->pct[1],  '\\',       s->bs[0],
-                                     s->bs[1]};
-
-        for (size_t i = 0; i < 13; i++)
-            s->vec[i] = _mm_set1_epi8((char)b[i]);
-    }
-#endif
 }
 
 /* The byte each alternative table is about; whether the form needs it (ms_build). */
@@ -794,123 +717,6 @@ static void ms_star(struct mask_spell_run *r, unsigned char *dst, uint64_t dst_a
     else
         memset(dst + (from - dst_at), '*', (size_t)(end - from));
     r->hi_end = end;
-}
-
-/* Whether a spelling can begin at p[i], judged by p[i] and p[i + 1] (when there is one). */
-static bool ms_can_begin(const struct mask_spell *s, const unsigned char *p, size_t i, size_t n)
-{
-    unsigned char c = p[i], d;
-
-    if (!s->starts[c])
-        return false;
-    if (i + 1 == n)
-        return true;
-    d = p[i + 1];
-    if ((c == s->lead[0] || c == s->lead[1]) && (s->n == 1 || s->nexts[d]))
-        return true;
-    if (c == '%')
-        return d == s->pct[0] || d == s->pct[1];
-    return c == '\\' && (d == s->bs[0] || d == s->bs[1]);
-}
-
-#if defined(__SSE2__)
-/* ms_can_begin for the 16 positions p[0..16), each with the byte after it: one bit each. */
-static unsigned int ms_begin16(const struct mask_spell *s, const unsigned char *p)
-{
-    const __m128i *v = s->vec;
-    __m128i a = _mm_loadu_si128((const __m128i *)(const void *)p);
-    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(p + 1));
-    __m128i raw = _mm_and_si128(
-        _mm_or_si128(_mm_cmpeq_epi8(a, v[0]), _mm_cmpeq_epi8(a, v[1])),
-        _mm_or_si128(_mm_or_si128(v[2], _mm_cmpeq_epi8(b, v[3])),
-                     _mm_or_si128(_mm_cmpeq_epi8(b, v[4]),
-                                  _mm_or_si128(_mm_cmpeq_epi8(b, v[5]), _mm_cmpeq_epi8(b, v[6])))));
-    __m128i pct = _mm_and_si128(_mm_cmpeq_epi8(a, v[7]),
-                                _mm_or_si128(_mm_cmpeq_epi8(b, v[8]), _mm_cmpeq_epi8(b, v[9])));
-    __m128i esc = _mm_and_si128(_mm_cmpeq_epi8(a, v[10]),
-                                _mm_or_si128(_mm_cmpeq_epi8(b, v[11]), _mm_cmpeq_epi8(b, v[12])));
-
-    return (unsigned int)_mm_movemask_epi8(_mm_or_si128(raw, _mm_or_si128(pct, esc)));
-}
-#endif
-
-#if defined(MS_AVX2)
-#define MS_SET32(c)   _mm256_set1_epi8((char)(c))
-#define MS_EQ32(a, c) _mm256_cmpeq_epi8((a), MS_SET32(c))
-
-/*
- * ms_skip's filter 32 positions at a time: a block where no byte can begin a spelling (neither
- * the form's first byte nor '+' standing for it, '%' or '') is passed after four compares; the
- * others get the byte-pair test of ms_begin16. Returns the first position at or after i that
- * can begin a spelling, or SIZE_MAX with *stop where fewer than 33 bytes remained.
- */
-__attribute__((target("avx2"))) static size_t
-ms_skip32(const struct mask_spell *s, const unsigned char *p, size_t i, size_t n, size_t *stop)
-{
-    const __m256i any = MS_SET32(s->n == 1 ? 0xff : 0);
-
-    for (; i + 33 <= n; i += 32) {
-        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(p + i));
-        __m256i lead = _mm256_or_si256(MS_EQ32(a, s->lead[0]), MS_EQ32(a, s->lead[1]));
-        __m256i pct = MS_EQ32(a, '%'), esc = MS_EQ32(a, '\\'), b, hit;
-        __m256i first = _mm256_or_si256(lead, _mm256_or_si256(pct, esc));
-        unsigned int bits;
-
-        if (_mm256_testz_si256(first, first))
-            continue;
-        b = _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 1));
-        hit = _mm256_and_si256(
-            lead, _mm256_or_si256(_mm256_or_si256(any, MS_EQ32(b, s->next[0])),
-                                  _mm256_or_si256(MS_EQ32(b, s->next[1]),
-                                                  _mm256_or_si256(MS_EQ32(b, s->next[2]),
-                                                                  MS_EQ32(b, s->next[3])))));
-        hit = _mm256_or_si256(hit, _mm256_and_si256(pct, _mm256_or_si256(MS_EQ32(b, s->pct[0]),
-                                                                         MS_EQ32(b, s->pct[1]))));
-        hit = _mm256_or_si256(hit, _mm256_and_si256(esc, _mm256_or_si256(MS_EQ32(b, s->bs[0]),
-                                                                         MS_EQ32(b, s->bs[1]))));
-        bits = (unsigned int)_mm256_movemask_epi8(hit);
-        if (bits != 0)
-            return i + (size_t)__builtin_ctz(bits);
-    }
-    *stop = i;
-    return SIZE_MAX;
-}
-#endif
-
-/*
- * Index of the first position at or after i where a spelling can begin (ms_can_begin), or n.
- * With SSE2 sixteen positions are judged at once; the last positions of p are judged in the
- * window of the last 17 bytes, the very last one (whose next byte is not known) on its own.
- */
-static size_t ms_skip(const struct mask_spell *s, const unsigned char *p, size_t i, size_t n)
-{
-#if defined(MS_AVX2)
-    if (s->avx2) {
-        size_t at = ms_skip32(s, p, i, n, &i);
-
-        if (at != SIZE_MAX)
-            return at;
-    }
-#endif
-#if defined(__SSE2__)
-    unsigned int bits;
-
-    for (; i + 17 <= n; i += 16) {
-        if ((bits = ms_begin16(s, p + i)) != 0)
-            return i + (size_t)__builtin_ctz(bits);
-    }
-    if (n >= 17 && i + 1 < n) {
-        bits = ms_begin16(s, p + n - 17) >> (i - (n - 17));
-        if (bits != 0)
-            return i + (size_t)__builtin_ctz(bits);
-        i = n - 1;
-    }
-#endif
-    for (; i < n; i++) {
-        if (ms_can_begin(s, p, i, n))
-            return i;
-    }
-    return n;
 }
 
 /*

@@ -73,7 +73,8 @@ struct exchange {
     int up_tls;                 /* UPSTREAM_PLAIN, UPSTREAM_TLS or UPSTREAM_TLS_H2 */
     struct h2up_stream *h2s;    /* the request's stream on an HTTP/2 upstream, or NULL */
     struct h2up *h2dial;        /* the dial this request announced for others to wait on */
-    bool grpc;                  /* content-type application/grpc...: HTTP/2 upstreams only */
+    bool grpc; /* the request says application/grpc...: HTTP/2 upstreams only (never decides
+                * how the response is read: resp_is_grpc) */
     int up_port;
     bool route_tunnel;
     uint64_t resp_bytes; /* bytes read from the upstream for this request */

@@ -185,6 +185,20 @@ static enum exch_body resp_body_kind(const struct exchange *x, const struct http
     }
 }
 
+/*
+ * Whether a response is read as gRPC messages is the response's word alone (SPEC §10): an HTTP/2
+ * upstream's content-type application/grpc... A request's claim never decides it: a sandbox
+ * that says gRPC and forges a message prefix in a body an upstream echoes would otherwise end a
+ * "message" inside a secret and have its held-back prefix released.
+ */
+static bool resp_is_grpc(const struct exchange *x, const struct http_head *h)
+{
+    const struct http_field *ct = httphead_get(h, "Content-Type");
+
+    return x->h2s != NULL && ct != NULL && ct->value_len >= 16 &&
+           strncasecmp(ct->value, "application/grpc", 16) == 0;
+}
+
 static int resp_on_head(void *arg, struct http1_msg *msg)
 {
     struct exchange *x = arg;
@@ -210,7 +224,7 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
     body = resp_body_kind(x, msg, &len);
     if (x->masking && msg->body != HTTP1_BODY_NONE && resp_coding(x, h, &body) < 0)
         return -1;
-    if (x->masking && x->grpc && msg->body != HTTP1_BODY_NONE && x->gm == NULL) {
+    if (x->masking && resp_is_grpc(x, h) && msg->body != HTTP1_BODY_NONE && x->gm == NULL) {
         if (x->dec != NULL)
             return resp_abort(x, 502, VG_PS_CONTENT_CODING,
                               "content coding on a credentialed gRPC response");

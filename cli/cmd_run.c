@@ -19,6 +19,7 @@
 #include "ca/ca.h"
 #include "ca/certcache.h"
 #include "common/caps.h"
+#include "common/sechist.h"
 #include "common/timefmt.h"
 #include "common/timeouts.h"
 #include "policy/policy.h"
@@ -718,6 +719,7 @@ static void run_teardown(struct run_state *rs)
     ca_free(&rs->sh.ca);
     policy_unref(&rs->sh.policy);
     oauth_free(&rs->sh.oauth); /* after the last snapshot: its sources go with it */
+    sechist_clear();           /* every value the secrets held, wiped */
     if (rs->metrics_up)
         metrics_shutdown();
     free(rs->pem);

@@ -11,6 +11,8 @@
 #include "cli/reload.h"
 #include "audit/log.h"
 #include "ca/ca.h"
+#include "common/sechist.h"
+#include "policy/inject.h"
 #include "policy/policy.h"
 #include "proxy/oauth.h"
 #include "proxy/worker.h"
@@ -108,6 +110,30 @@ static void check_relaunch(struct reload_warnings *w, const struct policy *p,
     }
 }
 
+static void retire_value(const char *name, const char *value, size_t len, void *arg)
+{
+    int *failed = arg;
+
+    if (sechist_retire(name, value, len, 0) < 0)
+        *failed = 1;
+}
+
+/*
+ * Every static value p no longer holds under its name joins the secret's history before p is
+ * published, so a request under p still has its responses masked for the value it replaced
+ * (SPEC §4). 0, or -1 when out of memory (p must not be published).
+ */
+static int retire_replaced(struct worker_shared *sh, const struct policy *p)
+{
+    struct policy *old = worker_policy_ref(sh);
+    int failed = 0;
+
+    if (old != NULL)
+        inject_replaced_values(old, p, retire_value, &failed);
+    policy_unref(&old);
+    return failed ? -1 : 0;
+}
+
 void reload_vault(struct reload_warnings *w, const char *path, struct worker_shared *sh,
                   struct worker *workers)
 {
@@ -126,6 +152,12 @@ void reload_vault(struct reload_warnings *w, const char *path, struct worker_sha
     if (sh->oauth != NULL && oauth_bind(sh->oauth, p, err, sizeof(err)) < 0) {
         reload_warn(w, false, "vault reload failed, the previous policy stays: %s", err);
         log_eventf(LOG_WARN, "reload", "oauth_bind", "%s", err);
+        policy_unref(&p);
+        return;
+    }
+    if (retire_replaced(sh, p) < 0) {
+        reload_warn(w, false, "vault reload failed, the previous policy stays: out of memory");
+        log_eventf(LOG_WARN, "reload", "out_of_memory", "the replaced values could not be kept");
         policy_unref(&p);
         return;
     }

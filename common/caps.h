@@ -115,4 +115,13 @@
 #define VG_MASK_FORM_MAX   (3 * VG_SECRET_MAX_BYTES)
 #define VG_MASK_DECODE_MAX ((size_t)1 << 30)
 
+/* Retired values of a secret (common/sechist.c, SPEC §4): every value a secret held is masked
+ * until exit, each adding its forms to the masker of that secret's responses. An OAuth token is
+ * dropped after a 401 only while fewer than VG_SECRET_HISTORY_LIVE of its earlier tokens are
+ * still within their lifetime (past that the token stays: a sandbox that provokes 401s cannot
+ * grow the history, and so the masker, without bound). One masker takes at most
+ * VG_MASK_FORMS_MAX forms; a request whose secret has more is refused (500). */
+#define VG_SECRET_HISTORY_LIVE 8
+#define VG_MASK_FORMS_MAX      1024
+
 #endif

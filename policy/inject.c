@@ -216,21 +216,16 @@ void inject_token_free(struct inject_token **tp)
     *tp = NULL;
 }
 
-struct inject_token *inject_token_apply(struct http_head *h, const struct policy *p, int rule,
-                                        const char *token, size_t len)
+struct inject_token *inject_token_make(const struct policy *p, int rule, const char *value,
+                                       size_t len)
 {
     struct inject_token *t = calloc(1, sizeof(*t));
-    struct policy_rule_info ri;
 
-    if (t == NULL || h == NULL || rule < 0 || (size_t)rule >= policy_rule_count(p))
-        goto fail;
-    policy_rule_info(p, (size_t)rule, &ri);
-    if (ri.scheme == POLICY_SCHEME_SIGV4 || (t->raw = secmem_dup(token, len)) == NULL)
+    if (t == NULL || rule < 0 || (size_t)rule >= policy_rule_count(p) ||
+        (t->raw = secmem_dup(value, len)) == NULL)
         goto fail;
     t->raw_len = len;
     if (policy_wire_make(p, rule, t->raw, len, &t->w, &t->w_alloc) < 0)
-        goto fail;
-    if (inject_wire(h, &ri, &t->w) < 0)
         goto fail;
     return t;
 fail:
@@ -238,9 +233,46 @@ fail:
     return NULL;
 }
 
+struct inject_token *inject_token_apply(struct http_head *h, const struct policy *p, int rule,
+                                        const char *token, size_t len)
+{
+    struct inject_token *t = NULL;
+    struct policy_rule_info ri;
+
+    if (h == NULL || rule < 0 || (size_t)rule >= policy_rule_count(p))
+        return NULL;
+    policy_rule_info(p, (size_t)rule, &ri);
+    if (ri.scheme == POLICY_SCHEME_SIGV4 || (t = inject_token_make(p, rule, token, len)) == NULL)
+        return NULL;
+    if (inject_wire(h, &ri, &t->w) < 0)
+        inject_token_free(&t);
+    return t;
+}
+
 size_t inject_token_forms(const struct inject_token *t, struct inject_form forms[INJECT_MAX_FORMS])
 {
     for (size_t i = 0; i < t->w.nforms; i++)
         forms[i] = t->w.forms[i];
     return t->w.nforms;
+}
+
+void inject_replaced_values(const struct policy *old, const struct policy *neu,
+                            void (*fn)(const char *name, const char *value, size_t len, void *arg),
+                            void *arg)
+{
+    const struct vault *a = policy_vault(old), *b = policy_vault(neu);
+
+    for (size_t i = 0; i < a->nsecrets; i++) {
+        const struct vault_secret *s = &a->secrets[i], *t = NULL;
+
+        if (s->value == NULL || s->len == 0)
+            continue; /* an oauth2 source: its tokens retire in the token manager */
+        for (size_t j = 0; j < b->nsecrets && t == NULL; j++) {
+            if (strcmp(b->secrets[j].name, s->name) == 0)
+                t = &b->secrets[j];
+        }
+        if (t == NULL || t->value == NULL || t->len != s->len ||
+            !secmem_equal(t->value, s->value, s->len))
+            fn(s->name, s->value, s->len, arg);
+    }
 }

@@ -59,6 +59,24 @@ struct inject_token;
 struct inject_token *inject_token_apply(struct http_head *h, const struct policy *p, int rule,
                                         const char *token, size_t len);
 size_t inject_token_forms(const struct inject_token *t, struct inject_form forms[INJECT_MAX_FORMS]);
+
+/*
+ * The wire forms rule `rule` gives `value` without touching a head: for a value the rule's
+ * secret held earlier in the run (a refreshed or dropped token, a value a reload replaced, SPEC
+ * §4), so its reflections are masked as the current value's are. Any scheme, sigv4 included.
+ * Free with inject_token_free. NULL when out of memory.
+ */
+struct inject_token *inject_token_make(const struct policy *p, int rule, const char *value,
+                                       size_t len);
+
+/*
+ * Calls fn(name, value, len, arg) for each static secret of old whose value neu does not hold
+ * under the same name (changed or removed): the values a reload retires (SPEC §4). oauth2
+ * sources have no static value here and are skipped. Pure: fn decides what to keep.
+ */
+void inject_replaced_values(const struct policy *old, const struct policy *neu,
+                            void (*fn)(const char *name, const char *value, size_t len, void *arg),
+                            void *arg);
 void inject_token_free(struct inject_token **tp);
 
 #endif

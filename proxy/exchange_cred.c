@@ -16,6 +16,8 @@
  */
 #include "proxy/exchange_int.h"
 #include "common/caps.h"
+#include "common/sechist.h"
+#include "common/secmem.h"
 #include "policy/inject.h"
 #include "policy/policy.h"
 #include "proxy/h2up.h"
@@ -120,6 +122,13 @@ static void park_link(struct exchange *x, void **list)
 void exch_cred_free(struct exchange *x)
 {
     park_unlink(x);
+    for (size_t i = 0; i < x->nhtok; i++)
+        inject_token_free(&x->htok[i]);
+    free(x->htok);
+    free(x->hforms);
+    x->htok = NULL;
+    x->hforms = NULL;
+    x->nhtok = x->nhforms = 0;
     inject_token_free(&x->itok);
     oauth_tok_unref(&x->otok);
     sigv4_hash_free(&x->sig_hash);
@@ -158,6 +167,76 @@ static void cred_forms(struct exchange *x, const char *extra, size_t extra_len)
     }
 }
 
+/* Appends n forms to x->hforms (*cap entries allocated). 0 or -1. */
+static int hforms_push(struct exchange *x, const struct inject_form *f, size_t n, size_t *cap)
+{
+    if (x->nhforms + n > *cap) {
+        size_t ncap = (x->nhforms + n) * 2;
+        struct inject_form *nf;
+
+        if (ncap > VG_MASK_FORMS_MAX)
+            ncap = VG_MASK_FORMS_MAX;
+        if (x->nhforms + n > ncap || (nf = realloc(x->hforms, ncap * sizeof(*nf))) == NULL)
+            return -1;
+        x->hforms = nf;
+        *cap = ncap;
+    }
+    memcpy(x->hforms + x->nhforms, f, n * sizeof(*f));
+    x->nhforms += n;
+    return 0;
+}
+
+/* The wire forms of the earlier value v (kept in x->htok), after the current ones. 0 or -1. */
+static int history_add(struct exchange *x, const char *v, size_t len, size_t *cap)
+{
+    struct inject_form f[INJECT_MAX_FORMS];
+    struct inject_token *t = inject_token_make(x->policy, x->rule, v, len);
+
+    if (t == NULL)
+        return -1;
+    x->htok[x->nhtok++] = t;
+    return hforms_push(x, f, inject_token_forms(t, f), cap);
+}
+
+/*
+ * Every value the rule's secret held earlier in the run (a token a refresh or a 401 replaced, a
+ * value a reload replaced: common/sechist.h) is masked as the current one is (SPEC §4): its
+ * wire forms join the current ones in x->hforms. The current value (x->forms[0], the raw
+ * secret or token) is not repeated. The masker is then this request's alone. 0 or -1 (out of
+ * memory, or more forms than one masker takes).
+ */
+static int cred_history(struct exchange *x)
+{
+    struct sechist_vals *v = NULL;
+    struct policy_rule_info ri;
+    size_t n, cap = 0;
+    int rc = -1;
+
+    policy_rule_info(x->policy, (size_t)x->rule, &ri);
+    if (sechist_get(ri.secret_name, &v) < 0)
+        return -1;
+    if ((n = sechist_vals_count(v)) == 0)
+        return 0;
+    if ((x->htok = calloc(n, sizeof(*x->htok))) == NULL)
+        goto out;
+    if (hforms_push(x, x->forms, x->nforms, &cap) < 0)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *val = sechist_vals_at(v, i, &len);
+
+        if (x->nforms > 0 && x->forms[0].len == len && secmem_equal(x->forms[0].bytes, val, len))
+            continue; /* the value injected now */
+        if (history_add(x, val, len, &cap) < 0)
+            goto out;
+    }
+    x->forms_dynamic = true;
+    rc = 0;
+out:
+    sechist_vals_free(&v);
+    return rc;
+}
+
 /* ---- SigV4 ------------------------------------------------------------------------------ */
 
 /* Signs the head with payload_hash at the current time, then sets the masker up. 0 or -1
@@ -169,7 +248,7 @@ static int sigv4_finish(struct exchange *x, struct http_head *h, const char *pay
         return -1;
     }
     cred_forms(x, x->sig, SIGV4_HEX_LEN);
-    if (exch_mask_setup(x, h) < 0) {
+    if (cred_history(x) < 0 || exch_mask_setup(x, h) < 0) {
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
         return -1;
     }
@@ -344,7 +423,7 @@ static int token_try(struct exchange *x, struct http_head *h)
     }
     x->nforms = inject_token_forms(x->itok, x->forms);
     x->forms_dynamic = true; /* the next token is another secret */
-    if (exch_mask_setup(x, h) < 0) {
+    if (cred_history(x) < 0 || exch_mask_setup(x, h) < 0) {
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
         return -1;
     }
@@ -418,7 +497,8 @@ int exch_cred_apply(struct exchange *x, struct http_head *h)
     if (ri.oauth >= 0)
         return oauth_apply(x, h, ri.oauth, ri.secret_name);
     cred_forms(x, NULL, 0);
-    if (inject_apply(h, x->policy, x->rule) < 0 || exch_mask_setup(x, h) < 0) {
+    if (inject_apply(h, x->policy, x->rule) < 0 || cred_history(x) < 0 ||
+        exch_mask_setup(x, h) < 0) {
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "credential injection failed", VG_R_INJECT);
         return -1;
     }

@@ -73,7 +73,8 @@ struct exchange {
     int up_tls;                 /* UPSTREAM_PLAIN, UPSTREAM_TLS or UPSTREAM_TLS_H2 */
     struct h2up_stream *h2s;    /* the request's stream on an HTTP/2 upstream, or NULL */
     struct h2up *h2dial;        /* the dial this request announced for others to wait on */
-    bool grpc;                  /* content-type application/grpc...: HTTP/2 upstreams only */
+    bool grpc; /* the request says application/grpc...: HTTP/2 upstreams only (never decides
+                * how the response is read: resp_is_grpc) */
     int up_port;
     bool route_tunnel;
     uint64_t resp_bytes; /* bytes read from the upstream for this request */
@@ -109,6 +110,10 @@ struct exchange {
     /* the credential of this request (exchange_cred.c) */
     struct inject_form forms[INJECT_MAX_FORMS]; /* what the masker looks for */
     size_t nforms;
+    struct inject_form *hforms; /* forms plus those of the secret's earlier values, or NULL */
+    size_t nhforms;
+    struct inject_token **htok; /* ... the earlier values' wire forms (owned) */
+    size_t nhtok;
     bool forms_dynamic;          /* per request (a signature): the masker is not kept */
     char sig[SIGV4_HEX_LEN + 1]; /* this request's SigV4 signature */
     struct sigv4_hash *sig_hash; /* SigV4: the body's SHA-256 while it is buffered */
@@ -143,6 +148,14 @@ void exch_drop_upstream(struct exchange *x, bool abort);
 void exch_get_upstream(struct exchange *x);
 void exch_dial(struct exchange *x);
 /* The worker's masker for rule's forms of snapshot gen, now the caller's; NULL when it has none. */
+/* The forms this request's masker looks for: the credential's, and those of every value its
+ * secret held earlier in the run (SPEC §4). */
+static inline const struct inject_form *exch_forms(const struct exchange *x, size_t *n)
+{
+    *n = x->hforms != NULL ? x->nhforms : x->nforms;
+    return x->hforms != NULL ? x->hforms : x->forms;
+}
+
 struct mask *exch_mask_take(struct worker *w, int rule, uint64_t gen);
 /* Gives *mp (a masker that finished its stream) to the worker's cache, or frees it; NULLs *mp. */
 void exch_mask_give(struct worker *w, struct mask **mp, int rule, uint64_t gen);

@@ -68,7 +68,8 @@ void exch_drop_mask(struct exchange *x)
  */
 int exch_mask_setup(struct exchange *x, struct http_head *h)
 {
-    size_t n = x->nforms;
+    size_t n;
+    const struct inject_form *forms = exch_forms(x, &n);
 
     httphead_remove(h, "Range");
     httphead_remove(h, "If-Range");
@@ -84,7 +85,7 @@ int exch_mask_setup(struct exchange *x, struct http_head *h)
     if (!x->forms_dynamic)
         x->mask = exch_mask_take(x->w, x->rule, x->policy_gen);
     if (x->mask == NULL)
-        x->mask = mask_new(x->forms, n);
+        x->mask = mask_new(forms, n);
     x->masking = true;
     if (x->scratch == NULL)
         x->scratch = evbuffer_new();
@@ -110,10 +111,13 @@ static int resp_abort(struct exchange *x, int status, const char *type, const ch
 static int resp_ws_head(struct exchange *x, struct http_head *h)
 {
     if (x->masking) {
+        size_t n;
+        const struct inject_form *forms = exch_forms(x, &n);
+
         mask_head(x->mask, h);
         x->ws_bad_ext = httphead_get(h, "Sec-WebSocket-Extensions") != NULL;
         httphead_remove(h, "Sec-WebSocket-Extensions");
-        x->wsm = wsmask_new(x->forms, x->nforms);
+        x->wsm = wsmask_new(forms, n);
         if (x->wsm == NULL)
             return -1;
     }
@@ -185,6 +189,20 @@ static enum exch_body resp_body_kind(const struct exchange *x, const struct http
     }
 }
 
+/*
+ * Whether a response is read as gRPC messages is the response's word alone (SPEC §10): an HTTP/2
+ * upstream's content-type application/grpc... A request's claim never decides it: a sandbox
+ * that says gRPC and forges a message prefix in a body an upstream echoes would otherwise end a
+ * "message" inside a secret and have its held-back prefix released.
+ */
+static bool resp_is_grpc(const struct exchange *x, const struct http_head *h)
+{
+    const struct http_field *ct = httphead_get(h, "Content-Type");
+
+    return x->h2s != NULL && ct != NULL && ct->value_len >= 16 &&
+           strncasecmp(ct->value, "application/grpc", 16) == 0;
+}
+
 static int resp_on_head(void *arg, struct http1_msg *msg)
 {
     struct exchange *x = arg;
@@ -210,11 +228,14 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
     body = resp_body_kind(x, msg, &len);
     if (x->masking && msg->body != HTTP1_BODY_NONE && resp_coding(x, h, &body) < 0)
         return -1;
-    if (x->masking && x->grpc && msg->body != HTTP1_BODY_NONE && x->gm == NULL) {
+    if (x->masking && resp_is_grpc(x, h) && msg->body != HTTP1_BODY_NONE && x->gm == NULL) {
+        size_t n;
+        const struct inject_form *forms = exch_forms(x, &n);
+
         if (x->dec != NULL)
             return resp_abort(x, 502, VG_PS_CONTENT_CODING,
                               "content coding on a credentialed gRPC response");
-        if ((x->gm = grpcmask_new(x->forms, x->nforms)) == NULL)
+        if ((x->gm = grpcmask_new(forms, n)) == NULL)
             return -1;
     }
     http1_strip_hop_by_hop(h, false);

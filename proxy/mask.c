@@ -43,9 +43,9 @@
 #define MASK_HEAD_STACK 256
 
 struct mask {
-    struct mask_spell *spell[INJECT_MAX_FORMS];
-    struct mask_spell_run *run[INJECT_MAX_FORMS];
-    size_t nforms;
+    struct mask_spell **spell; /* cap entries each */
+    struct mask_spell_run **run;
+    size_t nforms, cap;
     size_t maxhold; /* the most bytes any form can hold back */
     uint64_t matches;
     /* Held-back bytes: buf[start..end), the first of them at stream offset pos. */
@@ -58,10 +58,14 @@ struct mask *mask_new(const struct inject_form *forms, size_t nforms)
 {
     struct mask *m = NULL, *ret = NULL;
 
-    if (nforms > INJECT_MAX_FORMS || (nforms > 0 && forms == NULL))
+    if (nforms > VG_MASK_FORMS_MAX || (nforms > 0 && forms == NULL))
         goto out;
     m = calloc(1, sizeof(*m));
     if (m == NULL)
+        goto out;
+    m->cap = nforms;
+    if (nforms > 0 && ((m->spell = calloc(nforms, sizeof(*m->spell))) == NULL ||
+                       (m->run = calloc(nforms, sizeof(*m->run))) == NULL))
         goto out;
     for (size_t i = 0; i < nforms; i++) {
         size_t len = forms[i].len, k = m->nforms;
@@ -96,10 +100,14 @@ void mask_free(struct mask **mp)
     if (mp == NULL || *mp == NULL)
         return;
     m = *mp;
-    for (size_t i = 0; i < INJECT_MAX_FORMS; i++) {
-        mask_spell_run_free(&m->run[i]);
-        mask_spell_free(&m->spell[i]);
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->run != NULL)
+            mask_spell_run_free(&m->run[i]);
+        if (m->spell != NULL)
+            mask_spell_free(&m->spell[i]);
     }
+    free(m->run);
+    free(m->spell);
     secmem_free(&m->buf, 2 * m->maxhold);
     secmem_free(mp, sizeof(*m));
 }
@@ -253,11 +261,25 @@ static size_t mask_string(const struct mask *m, struct mask_spell_run **runs, ch
     return (size_t)hits;
 }
 
+/* Stars every string of a head: when there is no room to look, each might hold a secret. */
+static size_t mask_head_all(struct http_head *h)
+{
+    if (h->reason != NULL)
+        memset((char *)h->reason, '*', strlen(h->reason));
+    for (size_t i = 0; i < h->nfields; i++) {
+        memset((char *)h->fields[i].name, '*', h->fields[i].name_len);
+        memset((char *)h->fields[i].value, '*', h->fields[i].value_len);
+    }
+    return 1;
+}
+
 size_t mask_head(const struct mask *m, struct http_head *h)
 {
-    struct mask_spell_run *runs[INJECT_MAX_FORMS] = {NULL};
+    struct mask_spell_run *stack[INJECT_MAX_FORMS] = {NULL}, **runs = stack;
     size_t n = 0;
 
+    if (m->nforms > INJECT_MAX_FORMS && (runs = calloc(m->nforms, sizeof(*runs))) == NULL)
+        return mask_head_all(h);
     for (size_t k = 0; k < m->nforms; k++)
         runs[k] = mask_spell_run_new(m->spell[k]);
     if (h->reason != NULL)
@@ -270,6 +292,8 @@ size_t mask_head(const struct mask *m, struct http_head *h)
     }
     for (size_t k = 0; k < m->nforms; k++)
         mask_spell_run_free(&runs[k]);
+    if (runs != stack)
+        free(runs);
     return n;
 }
 

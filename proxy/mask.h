@@ -22,7 +22,8 @@
 struct mask;
 
 /*
- * A masker for the given forms (copied; wiped on free; each at most VG_MASK_FORM_MAX bytes).
+ * A masker for the given forms (copied; wiped on free; each at most VG_MASK_FORM_MAX bytes, at
+ * most VG_MASK_FORMS_MAX of them: a credential's own and its secret's earlier values').
  * Holds back only bytes from the earliest one that begins a partial spelling of a form (one
  * that can still be completed) - at most 6 bytes per byte of the longest form - so a stream
  * (SSE) whose tail cannot begin a spelling is passed on with no delay.

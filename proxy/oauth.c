@@ -14,6 +14,7 @@
 #include "proxy/oauth_int.h"
 #include "audit/audit.h"
 #include "audit/log.h"
+#include "common/sechist.h"
 #include "common/secmem.h"
 #include "policy/policy.h"
 #include "proxy/metrics.h"
@@ -288,11 +289,15 @@ void oauth_reject(struct oauth_src *s, const struct oauth_tok *tok)
 {
     struct oauth *o = s->o;
     int64_t now = oauth_now_ms();
-    bool dropped = false;
+    bool dropped = false, limited = false;
 
     pthread_mutex_lock(&o->lock);
-    if (s->tok == tok &&
-        (s->rejected_ms == 0 || now - s->rejected_ms >= VG_OAUTH_REJECT_INTERVAL * 1000)) {
+    if (s->tok == tok && sechist_live(s->name, now) >= VG_SECRET_HISTORY_LIVE) {
+        /* every token stays masked until exit: a sandbox that provokes 401s must not grow
+         * that list without bound, so past VG_SECRET_HISTORY_LIVE valid ones the token stays */
+        limited = true;
+    } else if (s->tok == tok &&
+               (s->rejected_ms == 0 || now - s->rejected_ms >= VG_OAUTH_REJECT_INTERVAL * 1000)) {
         oauth_tok_unref(&s->tok);
         s->rejected_ms = now;
         s->want = true;
@@ -308,6 +313,13 @@ void oauth_reject(struct oauth_src *s, const struct oauth_tok *tok)
         f.host = s->host;
         f.reason = "upstream_401";
         log_event(LOG_INFO, "oauth_token_dropped", &f);
+    } else if (limited) {
+        struct log_fields f = LOG_FIELDS_INIT;
+
+        f.secret = s->name;
+        f.host = s->host;
+        f.reason = "token_history_full";
+        log_event(LOG_WARN, "oauth_token_kept", &f);
     }
 }
 
@@ -470,6 +482,18 @@ static void fetched_log(const struct oauth_src *s, const struct oauth_result *r)
     }
 }
 
+/*
+ * A new token joins its secret's history before any request can carry it, so that once it is
+ * replaced (a refresh, a 401, a reload) responses are still masked for it until exit (SPEC §4).
+ * 0 or -1 (out of memory: the token is not used).
+ */
+static int retire_first(const struct oauth_src *s, const struct oauth_result *r)
+{
+    int64_t expires = r->started_ms + r->expires_in * 1000;
+
+    return sechist_retire(s->name, r->token, r->token_len, expires > 0 ? expires : 1);
+}
+
 void oauth_fetched(struct oauth_src *s, struct oauth_result *r)
 {
     struct oauth *o = s->o;
@@ -481,6 +505,10 @@ void oauth_fetched(struct oauth_src *s, struct oauth_result *r)
                     r->route_tunnel ? AUDIT_ROUTE_TUNNEL : AUDIT_ROUTE_DIRECT);
     if (r->upstream_err_kind > 0)
         metrics_upstream_error(-1, (enum metrics_upstream_error)(r->upstream_err_kind - 1));
+    if (r->ok && retire_first(s, r) < 0) {
+        r->ok = false;
+        r->reason = "out_of_memory";
+    }
     fetched_log(s, r);
     if (r->ok && (t = calloc(1, sizeof(*t))) != NULL) {
         atomic_init(&t->refs, 1);

@@ -372,6 +372,67 @@ START_TEST(test_inject_token)
 }
 END_TEST
 
+/* The forms of a value a rule's secret held earlier: as the current value's, any scheme. */
+START_TEST(test_inject_token_make)
+{
+    struct policy *p = load();
+    struct inject_form f[INJECT_MAX_FORMS];
+    struct inject_token *t = inject_token_make(p, R_BASIC, "OLD-basic-0", 11);
+
+    ck_assert_ptr_nonnull(t);
+    ck_assert_uint_eq(inject_token_forms(t, f), 2);
+    ck_assert(has_form(f, 2, "OLD-basic-0"));
+    ck_assert(has_form(f, 2, "eC1hY2Nlc3MtdG9rZW46T0xELWJhc2ljLTA=")); /* x-access-token:... */
+    inject_token_free(&t);
+    t = inject_token_make(p, R_QUERY, "OLD q", 5);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_uint_eq(inject_token_forms(t, f), 1);
+    ck_assert(has_form(f, 1, "OLD q"));
+    inject_token_free(&t);
+    ck_assert_ptr_null(inject_token_make(p, 42, "x", 1));
+    policy_unref(&p);
+}
+END_TEST
+
+static char replaced[256];
+
+static void note_replaced(const char *name, const char *value, size_t len, void *arg)
+{
+    (void)arg;
+    snprintf(replaced + strlen(replaced), sizeof(replaced) - strlen(replaced), "%s=%.*s;", name,
+             (int)len, value);
+}
+
+/* A reload retires the static values it changes or removes, and nothing else. */
+START_TEST(test_inject_replaced_values)
+{
+    static const char *next =
+        "{\"version\":1,\"secrets\":{"
+        "\"B\":{\"value\":\"CANARY-bearer-1\"},"
+        "\"U\":{\"value\":\"CANARY-basic-2\"},"
+        "\"Q\":{\"value\":\"CANARY q/v+1~\"}},"
+        "\"rules\":["
+        "{\"host_pattern\":\"b.example.com\",\"secret\":\"B\",\"scheme\":\"bearer\"},"
+        "{\"host_pattern\":\"u.example.com\",\"secret\":\"U\",\"scheme\":\"basic\","
+        "\"username\":\"x-access-token\"},"
+        "{\"host_pattern\":\"q.example.com\",\"secret\":\"Q\",\"scheme\":\"query\","
+        "\"name\":\"key\"}]}";
+    char err[ERRSZ];
+    struct policy *a = load(), *b = policy_parse(next, strlen(next), err, sizeof(err));
+
+    ck_assert_msg(b != NULL, "%s", err);
+    replaced[0] = '\0';
+    inject_replaced_values(a, b, note_replaced, NULL);
+    /* U changed, H went; B and Q are the same */
+    ck_assert_str_eq(replaced, "U=CANARY-basic-1;H=CANARY-header-1;");
+    replaced[0] = '\0';
+    inject_replaced_values(a, a, note_replaced, NULL);
+    ck_assert_str_eq(replaced, "");
+    policy_unref(&a);
+    policy_unref(&b);
+}
+END_TEST
+
 Suite *suite_inject(void);
 
 Suite *suite_inject(void)
@@ -384,6 +445,8 @@ Suite *suite_inject(void)
     tcase_add_test(tc, test_inject_refusals);
     tcase_add_test(tc, test_inject_forms);
     tcase_add_test(tc, test_inject_token);
+    tcase_add_test(tc, test_inject_token_make);
+    tcase_add_test(tc, test_inject_replaced_values);
     tcase_add_test(tc, test_httphead_basics);
     tcase_add_test(tc, test_httphead_growth);
     tcase_add_test(tc, test_httphead_byte_cap);

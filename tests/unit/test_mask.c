@@ -519,16 +519,57 @@ START_TEST(test_random_binary_planted)
 }
 END_TEST
 
+/* More forms than one credential has (a secret's earlier values): each one masked, in bodies
+ * and in heads. */
+START_TEST(test_many_forms)
+{
+    enum { N = INJECT_MAX_FORMS + 7 };
+    char vals[N][16], body[N * 20 + 1] = "", want[N * 20 + 1] = "";
+    struct inject_form f[N];
+    struct evbuffer *out = evbuffer_new();
+    struct http_head h;
+    struct mask *m;
+    size_t len;
+
+    for (int i = 0; i < N; i++) {
+        int n = snprintf(vals[i], sizeof(vals[i]), "old-value-%02d", i);
+
+        f[i] = (struct inject_form){(const unsigned char *)vals[i], (size_t)n};
+        snprintf(body + strlen(body), sizeof(body) - strlen(body), "%s, ", vals[i]);
+        snprintf(want + strlen(want), sizeof(want) - strlen(want), "%.*s, ", n, "****************");
+    }
+    m = mask_new(f, N);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_int_eq(mask_feed(m, body, strlen(body), out), 0);
+    ck_assert_int_eq(mask_finish(m, out), 0);
+    len = evbuffer_get_length(out);
+    ck_assert_uint_eq(len, strlen(want));
+    ck_assert(memcmp(evbuffer_pullup(out, -1), want, len) == 0);
+    httphead_init(&h);
+    ck_assert_int_eq(httphead_set_status_line(&h, 1, 200, "OK", 2), 0);
+    ck_assert_int_eq(httphead_add(&h, "X-Echo", 6, vals[N - 1], strlen(vals[N - 1])), 0);
+    ck_assert_uint_eq(mask_head(m, &h), 1);
+    ck_assert_str_eq(httphead_get(&h, "X-Echo")->value, "************");
+    httphead_reset(&h);
+    mask_free(&m);
+    evbuffer_free(out);
+}
+END_TEST
+
 START_TEST(test_new_limits)
 {
     static const unsigned char a[] = "abc";
     unsigned char *big = calloc(1, VG_MASK_FORM_MAX + 1);
-    struct inject_form f[INJECT_MAX_FORMS + 1] = {{a, 3}, {a, 3}, {a, 3}, {a, 3}};
+    struct inject_form f[1], *many = calloc(VG_MASK_FORMS_MAX + 1, sizeof(*many));
     struct evbuffer *out = evbuffer_new();
     struct mask *m;
 
     ck_assert_ptr_nonnull(big);
-    ck_assert_ptr_null(mask_new(f, INJECT_MAX_FORMS + 1));
+    ck_assert_ptr_nonnull(many);
+    for (size_t i = 0; i <= VG_MASK_FORMS_MAX; i++)
+        many[i] = (struct inject_form){a, 3};
+    ck_assert_ptr_null(mask_new(many, VG_MASK_FORMS_MAX + 1));
+    free(many);
     f[0] = (struct inject_form){big, VG_MASK_FORM_MAX + 1};
     ck_assert_ptr_null(mask_new(f, 1));
     f[0].len = VG_MASK_FORM_MAX;
@@ -1027,6 +1068,7 @@ Suite *suite_mask(void)
     tcase_add_loop_test(tc, test_random_against_reference, 0, 8);
     tcase_add_loop_test(tc, test_random_binary_planted, 0, 4);
     tcase_add_test(tc, test_new_limits);
+    tcase_add_test(tc, test_many_forms);
     tcase_add_test(tc, test_head);
     tcase_add_test(tc, test_head_spellings);
     tcase_add_test(tc, test_coding_parse);

@@ -176,7 +176,8 @@ class TokenEndpoint:
         with self.lock:
             c.n += 1
             n = c.n
-        body = {"access_token": "at-%s-%d-CANARY-%s" % (c.client_id, n, "x" * 24),
+        cid = re.sub(r"[^A-Za-z0-9._-]", "_", c.client_id)  # tokens are visible ASCII
+        body = {"access_token": "at-%s-%d-CANARY-%s" % (cid, n, "x" * 24),
                 "token_type": c.token_type, "expires_in": c.lifetime}
         if c.grant == "refresh_token":
             rt = params.get("refresh_token", [None])[0]
@@ -186,7 +187,7 @@ class TokenEndpoint:
                     self.violations.append("%s: refresh token %r is not the current one" %
                                            (c.client_id, rt))
                     return self._json(400, {"error": "invalid_grant"})
-                c.refresh = "rt-%s-%d-CANARY-rotated" % (c.client_id, n)
+                c.refresh = "rt-%s-%d-CANARY-rotated" % (cid, n)
                 body["refresh_token"] = c.refresh
         body.update(c.answer)
         with self.lock:

@@ -5,7 +5,9 @@
  * deterministic (computed twice, byte for byte equal); signing two copies of the head at the
  * same time gives the same signature and the same fields; a signed head has exactly one
  * Authorization and one X-Amz-Date, never the secret key, and the token exactly when one was
- * given; the canonical request never holds the secret; nothing crashes or leaks.
+ * given; the canonical request never holds the secret; the canonical URI is the forwarded
+ * path itself for s3 and, for other services, that path encoded once more (only unreserved
+ * bytes, '/' and upper-case %XX); nothing crashes or leaks.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -52,6 +54,35 @@ static int build(struct http_head *h, const char *s, size_t n)
     if (line[0] == NULL || line[1] == NULL || len[0] == 0 || len[1] == 0)
         return -1;
     return httphead_set_request_line(h, line[0], len[0], line[1], len[1], 1);
+}
+
+/* The canonical URI (second line of c) as SPEC §3 derives it from the path of target. */
+static void check_uri(const char *c, const char *target, size_t tlen, bool s3)
+{
+    const char *uri = strchr(c, '\n') + 1, *end = strchr(uri, '\n');
+    size_t ulen = (size_t)(end - uri), plen = 0;
+
+    while (plen < tlen && target[plen] != '?' && target[plen] != '#')
+        plen++;
+
+    if (s3) {
+        if (plen == 0 ? ulen != 1 || uri[0] != '/' : ulen != plen || memcmp(uri, target, plen))
+            abort();
+        return;
+    }
+    for (size_t i = 0; i < ulen; i++) {
+        char x = uri[i];
+
+        if (x == '%') {
+            if (i + 2 >= ulen || memchr("0123456789ABCDEF", uri[i + 1], 16) == NULL ||
+                memchr("0123456789ABCDEF", uri[i + 2], 16) == NULL)
+                abort();
+            i += 2;
+        } else if (!((x >= 'A' && x <= 'Z') || (x >= 'a' && x <= 'z') || (x >= '0' && x <= '9') ||
+                     memchr("-._~/", x, 5) != NULL)) {
+            abort();
+        }
+    }
 }
 
 /* input_has_secret: the client wrote the secret's bytes itself (the fuzzer finds them). */
@@ -102,6 +133,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (r1 == 0 &&
         (memchr(c1, '\0', l1) != NULL || (!planted && strstr(c1, "fuzzSECRETkey") != NULL)))
         abort();
+    if (r1 == 0)
+        check_uri(c1, a.target, a.target_len, data[0] & 1);
     secmem_free(&c1, l1 + 1);
     secmem_free(&c2, l2 + 1);
     r1 = sigv4_sign(&a, &k, hash, FZ_NOW, s1);

@@ -125,21 +125,15 @@ static void sb_dec(struct sbuf *b, const char *s, size_t n, bool plus_space)
     }
 }
 
-/* Appends encode(decode(s)) (times: 1 or 2 rounds of encoding). */
-static void sb_reenc(struct sbuf *b, const char *s, size_t n, bool plus_space, int times)
+/* Appends encode(decode(s)): a query parameter's name or value. */
+static void sb_reenc(struct sbuf *b, const char *s, size_t n, bool plus_space)
 {
-    struct sbuf d = {0}, e = {0};
+    struct sbuf d = {0};
 
     sb_dec(&d, s, n, plus_space);
-    if (times == 2) {
-        sb_enc(&e, d.p != NULL ? d.p : "", d.len);
-        sb_enc(b, e.p != NULL ? e.p : "", e.len);
-    } else {
-        sb_enc(b, d.p != NULL ? d.p : "", d.len);
-    }
-    b->fail = b->fail || d.fail || e.fail;
+    sb_enc(b, d.p != NULL ? d.p : "", d.len);
+    b->fail = b->fail || d.fail;
     sb_free(&d);
-    sb_free(&e);
 }
 
 /* ---- canonical URI ---- */
@@ -148,23 +142,18 @@ struct seg {
     size_t off, len;
 };
 
-/* s3: every segment decoded and encoded once, the path's shape as it is. */
+/* s3: the path exactly as forwarded. It is already encoded once (S3 encodes a key once), and
+ * S3 computes its canonical URI from the bytes it receives, neither decoding nor normalising
+ * them (botocore's S3SigV4Auth signs urlsplit(url).path unchanged). */
 static void canon_uri_s3(struct sbuf *b, const char *p, size_t n)
 {
-    size_t start = 0;
-
-    for (size_t i = 0; i <= n; i++) {
-        if (i < n && p[i] != '/')
-            continue;
-        sb_reenc(b, p + start, i - start, false, 1);
-        if (i < n)
-            sb_char(b, '/');
-        start = i + 1;
-    }
+    sb_add(b, p, n);
 }
 
-/* Other services: dot and empty segments resolved (RFC 3986 §5.2.4, as botocore does), each
- * segment encoded twice. */
+/* Other services: dot and empty segments resolved (RFC 3986 §5.2.4, as botocore does), then
+ * each segment of the forwarded path encoded once more, '%' included: the path on the wire is
+ * the first encoding, this is the second. A raw ':' becomes %3A, an %3A becomes %253A, as the
+ * service computes it from what it receives; nothing is decoded first. */
 static void canon_uri_other(struct sbuf *b, const char *p, size_t n)
 {
     struct seg *segs = calloc(n / 2 + 2, sizeof(*segs));
@@ -192,7 +181,7 @@ static void canon_uri_other(struct sbuf *b, const char *p, size_t n)
     for (size_t i = 0; i < ns; i++) {
         if (i > 0)
             sb_char(b, '/');
-        sb_reenc(b, p + segs[i].off, segs[i].len, false, 2);
+        sb_enc(b, p + segs[i].off, segs[i].len);
     }
     if (ns > 0 && p[n - 1] == '/')
         sb_char(b, '/');
@@ -244,11 +233,11 @@ static void canon_query(struct sbuf *b, const char *q, size_t n)
         if (len == 0)
             continue; /* "a=1&&b=2": an empty parameter names nothing */
         eq = memchr(seg, '=', len);
-        sb_reenc(&one, seg, eq != NULL ? (size_t)(eq - seg) : len, true, 1);
+        sb_reenc(&one, seg, eq != NULL ? (size_t)(eq - seg) : len, true);
         ps[np].nlen = one.len;
         sb_char(&one, '\0');
         if (eq != NULL)
-            sb_reenc(&one, eq + 1, len - (size_t)(eq - seg) - 1, true, 1);
+            sb_reenc(&one, eq + 1, len - (size_t)(eq - seg) - 1, true);
         ps[np].vlen = one.len - ps[np].nlen - 1;
         ps[np].s = one.p;
         b->fail = b->fail || one.fail || one.p == NULL;

@@ -44,9 +44,10 @@ struct sigv4_key {
 };
 
 /*
- * The canonical request of h as AWS defines it: method, canonical URI (every segment decoded
- * once and encoded again; for services other than s3 the path's dot and empty segments are
- * resolved first and the result is encoded a second time), canonical query (parameters decoded
+ * The canonical request of h as AWS defines it: method, canonical URI (derived from the path
+ * exactly as forwarded: for s3 those bytes as they are, already encoded once; for other
+ * services dot and empty segments resolved and every segment encoded once more, '%' included,
+ * nothing decoded first), canonical query (parameters decoded
  * and re-encoded, empty ones dropped, sorted by name then value), the signed headers (host,
  * content-type when present, every x-amz-*; values trimmed, inner runs of spaces collapsed,
  * repeated fields joined with ','), their names, and payload_hash. Writes a new buffer to *out

@@ -6,7 +6,8 @@
  * echoes vault strings only through the redactor. A source that parses has an https token URL
  * whose host passed hostname_normalize() (port 443 unless named), exactly the fields its grant
  * needs, and references (client_secret, refresh_token) to static secrets of the same vault,
- * resolved only after every secret was read (a secret may name one that comes after it).
+ * resolved only after every secret was read (a secret may name one that comes after it). A
+ * client_id is RFC 6749's VSCHAR (0x20-0x7E, spaces included: the fetch form-encodes it).
  */
 #include "policy/vault_int.h"
 #include "common/hostport.h"
@@ -147,7 +148,7 @@ int vault_parse_oauth(struct vctx *c, const cJSON *obj, struct vault_secret *s)
         return -1;
     vault_path_pop(c, old);
     if (check_grant(c, f, o) != 0 ||
-        take_text(c, f[OA_ID], "client_id", VAULT_NAME_MAX, false, &o->client_id) != 0 ||
+        take_text(c, f[OA_ID], "client_id", VAULT_NAME_MAX, true, &o->client_id) != 0 ||
         take_text(c, f[OA_SCOPE], "scope", OAUTH_TEXT_MAX, true, &o->scope) != 0 ||
         take_text(c, f[OA_AUDIENCE], "audience", OAUTH_TEXT_MAX, false, &o->audience) != 0 ||
         take_text(c, f[OA_SECRET], "client_secret", VAULT_NAME_MAX, false, &o->cs_name) != 0 ||

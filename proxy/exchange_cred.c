@@ -248,7 +248,7 @@ static int sigv4_finish(struct exchange *x, struct http_head *h, const char *pay
         return -1;
     }
     cred_forms(x, x->sig, SIGV4_HEX_LEN);
-    if (cred_history(x) < 0 || exch_mask_setup(x, h) < 0) {
+    if (cred_history(x) < 0 || exch_mask_setup(x, h, true) < 0) {
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
         return -1;
     }
@@ -423,7 +423,7 @@ static int token_try(struct exchange *x, struct http_head *h)
     }
     x->nforms = inject_token_forms(x->itok, x->forms);
     x->forms_dynamic = true; /* the next token is another secret */
-    if (cred_history(x) < 0 || exch_mask_setup(x, h) < 0) {
+    if (cred_history(x) < 0 || exch_mask_setup(x, h, false) < 0) {
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
         return -1;
     }
@@ -498,7 +498,7 @@ int exch_cred_apply(struct exchange *x, struct http_head *h)
         return oauth_apply(x, h, ri.oauth, ri.secret_name);
     cred_forms(x, NULL, 0);
     if (inject_apply(h, x->policy, x->rule) < 0 || cred_history(x) < 0 ||
-        exch_mask_setup(x, h) < 0) {
+        exch_mask_setup(x, h, false) < 0) {
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "credential injection failed", VG_R_INJECT);
         return -1;
     }

@@ -175,7 +175,7 @@ void exch_cred_detach(struct exchange *x);
 void exch_h2_started(struct exchange *x);
 struct h2up_stream *exch_h2_open(struct exchange *x, int *how);
 void exch_upstream_failed(struct exchange *x, enum upstream_err err);
-int exch_mask_setup(struct exchange *x, struct http_head *h);
+int exch_mask_setup(struct exchange *x, struct http_head *h, bool keep_ranges);
 void exch_drop_mask(struct exchange *x);
 void exch_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bool route_tunnel);
 void exch_up_input(struct exchange *x);

@@ -61,18 +61,22 @@ void exch_drop_mask(struct exchange *x)
 }
 
 /*
- * A request that carries a secret asks for the whole representation, identity-coded (no
- * Range/If-Range: slices masked one by one could be put back together into the secret), and
- * gets a masker for every form the secret was sent in, so an upstream echoing it cannot hand
- * it back. A masker of the worker's for the same rule and snapshot is reused. 0 or -1.
+ * A request that carries a secret asks for an identity-coded representation and gets a masker
+ * for every form the secret was sent in, so an upstream echoing it cannot hand it back. It asks
+ * for the whole representation (no Range/If-Range: slices masked one by one could be put back
+ * together into the secret) unless keep_ranges: SigV4, whose secret never travels (SPEC §3), so
+ * ranged downloads get the bytes they ask for. A masker of the worker's for the same rule and
+ * snapshot is reused. 0 or -1.
  */
-int exch_mask_setup(struct exchange *x, struct http_head *h)
+int exch_mask_setup(struct exchange *x, struct http_head *h, bool keep_ranges)
 {
     size_t n;
     const struct inject_form *forms = exch_forms(x, &n);
 
-    httphead_remove(h, "Range");
-    httphead_remove(h, "If-Range");
+    if (!keep_ranges) {
+        httphead_remove(h, "Range");
+        httphead_remove(h, "If-Range");
+    }
     httphead_remove(h, "Accept-Encoding");
     if (x->grpc) {
         /* gRPC compresses per message with its own flag: ask for none, the masker reads them */

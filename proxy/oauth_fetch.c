@@ -282,7 +282,36 @@ static void fetch_fail(struct oauth_fetch *f, const char *reason, int kind, cons
 
 /* ---- the answer ------------------------------------------------------------------------- */
 
-/* A token as vaultgate would accept a secret: 1..VG_SECRET_MAX_BYTES of visible ASCII. */
+/*
+ * 1 when the answer holds a NUL: a raw 0x00 byte, or a \u0000 escape inside a JSON string
+ * ("tok\u0000X-Injected: x"). cJSON decodes the escape into its NUL-terminated valuestring, so
+ * every later strlen() would see "tok" - a token cut short, injected as if whole. Such an answer
+ * is refused before it is parsed, so no tree ever holds a string longer than its strlen()
+ * (which wipe_tree relies on). body is JSON text: a backslash inside a string escapes the byte
+ * after it, so "\\u0000" (an escaped backslash, then "u0000") is not a NUL.
+ */
+static bool answer_has_nul(const char *body, size_t n)
+{
+    bool in_str = false;
+
+    if (memchr(body, '\0', n) != NULL)
+        return true;
+    for (size_t i = 0; i < n; i++) {
+        if (!in_str) {
+            in_str = body[i] == '"';
+        } else if (body[i] == '"') {
+            in_str = false;
+        } else if (body[i] == '\\') {
+            if (i + 5 < n && body[i + 1] == 'u' && memcmp(body + i + 2, "0000", 4) == 0)
+                return true;
+            i++; /* the escaped byte ('"', '\\', 'u', ...): not the string's end */
+        }
+    }
+    return false;
+}
+
+/* A token as vaultgate would accept a secret: 1..VG_SECRET_MAX_BYTES of visible ASCII (no
+ * control character, no DEL, nothing over 0x7E). */
 static bool token_ok(const char *s)
 {
     size_t n = strlen(s);
@@ -290,7 +319,7 @@ static bool token_ok(const char *s)
     if (n < 1 || n > VG_SECRET_MAX_BYTES)
         return false;
     for (; *s != '\0'; s++) {
-        if (*s < 0x21 || *s > 0x7e)
+        if ((unsigned char)*s < 0x21 || (unsigned char)*s > 0x7e)
             return false;
     }
     return true;
@@ -347,7 +376,9 @@ static void error_code(const cJSON *root, char code[65])
 static void fetch_answer(struct oauth_fetch *f)
 {
     struct oauth_result r = {0};
-    cJSON *root = cJSON_ParseWithLength(f->body != NULL ? f->body : "", f->blen);
+    const char *body = f->body != NULL ? f->body : "";
+    bool nul = answer_has_nul(body, f->blen);
+    cJSON *root = nul ? NULL : cJSON_ParseWithLength(body, f->blen);
     const cJSON *at, *tt, *rt;
     char code[65] = "";
 
@@ -358,6 +389,12 @@ static void fetch_answer(struct oauth_fetch *f)
         r.reason = "oauth_http_error";
         snprintf(r.detail, sizeof(r.detail), "HTTP %d%s%s", f->status, code[0] ? ", error " : "",
                  code);
+        goto out;
+    }
+    if (nul) {
+        /* a token, token type or refresh token cut short at the NUL must not pass as whole */
+        r.reason = "oauth_bad_answer";
+        snprintf(r.detail, sizeof(r.detail), "a NUL in the answer");
         goto out;
     }
     at = cJSON_GetObjectItemCaseSensitive(root, "access_token");

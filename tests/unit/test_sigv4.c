@@ -5,8 +5,9 @@
  * python3-botocore: SigV4Auth / S3SigV4Auth with the clock fixed at 2015-08-30T12:36:00Z) for a
  * Bedrock-style POST with a ':' in the path and a session token, an S3 PUT with an encoded key
  * and header whitespace, an unsorted query with repeats and an empty value, dot segments for a
- * non-S3 service, and an S3 UNSIGNED-PAYLOAD upload. Each request arrives with a sandbox's
- * placeholder signature, which must be gone.
+ * non-S3 service, and an S3 UNSIGNED-PAYLOAD upload; canonical URIs of raw and escaped paths for
+ * s3 and bedrock, as botocore computes them from the same forwarded bytes. Each request arrives
+ * with a sandbox's placeholder signature, which must be gone.
  *
  * The secret is the documentation's example key; it must never end up in the head.
  */
@@ -269,25 +270,17 @@ START_TEST(test_sigv4_classify)
 END_TEST
 
 /*
- * Spellings a server decodes to the same bytes canonicalise alike (AWS: "do not encode the
+ * Query spellings a server decodes to the same bytes canonicalise alike (AWS: "do not encode the
  * unreserved characters", hex digits upper case, a space is %20): the strictly encoded form is
- * the one SDKs send and the vectors above hold.
+ * the one SDKs send and the vectors above hold. Paths are not decoded (see uri_cases).
  */
 static const struct {
     const char *service, *a, *b;
 } same_cases[] = {
-    {"service", "/?c=%7E", "/?c=~"},
-    {"service", "/?c=%7e&d=%3a", "/?d=%3A&c=~"},
-    {"service", "/?q=a+b", "/?q=a%20b"},
-    {"service", "/?q=a:b", "/?q=a%3Ab"},
-    {"service", "/?a=1&&b=2&", "/?b=2&a=1"},
-    {"service", "/m/a:b", "/m/a%3Ab"},
-    {"service", "/m/%7euser", "/m/~user"},
-    {"service", "/a/./b/../c", "/a/c"},
+    {"service", "/?c=%7E", "/?c=~"},         {"service", "/?c=%7e&d=%3a", "/?d=%3A&c=~"},
+    {"service", "/?q=a+b", "/?q=a%20b"},     {"service", "/?q=a:b", "/?q=a%3Ab"},
+    {"service", "/?a=1&&b=2&", "/?b=2&a=1"}, {"service", "/a/./b/../c", "/a/c"},
     {"service", "//a//b", "/a/b"},
-    {"s3", "/b/a:b", "/b/a%3Ab"},
-    {"s3", "/b/%7ex", "/b/~x"},
-    {"s3", "/b/a%2fb", "/b/a%2Fb"},
 };
 
 START_TEST(test_sigv4_same_canonical)
@@ -310,6 +303,58 @@ START_TEST(test_sigv4_same_canonical)
     ck_assert_str_eq(cr[0], cr[1]);
     for (int k = 0; k < 2; k++)
         secmem_free(&cr[k], len[k] + 1);
+}
+END_TEST
+
+/*
+ * The canonical URI comes from the path exactly as forwarded (SPEC §3): as it is for s3 (encoded
+ * once, by the client), encoded once more for every other service. Expected values are
+ * botocore 1.29's own (S3SigV4Auth / SigV4Auth canonical_request() of a request whose URL holds
+ * these exact bytes): a raw ':' forwarded raw is %3A for bedrock, an %3A is %253A, hex case is
+ * kept, nothing is decoded first.
+ */
+static const struct {
+    const char *service, *target, *uri;
+} uri_cases[] = {
+    {"s3", "/b/a:b", "/b/a:b"},
+    {"s3", "/b/a%3Ab", "/b/a%3Ab"},
+    {"s3", "/b/a%3ab", "/b/a%3ab"},
+    {"s3", "/b/x%20y", "/b/x%20y"},
+    {"s3", "/b/~u/%7Eu", "/b/~u/%7Eu"},
+    {"s3", "/b/a+b%2B", "/b/a+b%2B"},
+    {"s3", "/b/caf%C3%A9", "/b/caf%C3%A9"},
+    {"s3", "/b/!$&'()*,;=@?x=1", "/b/!$&'()*,;=@"},
+    {"bedrock", "/model/x.y-1:0/invoke", "/model/x.y-1%3A0/invoke"},
+    {"bedrock", "/model/x.y-1%3A0/invoke", "/model/x.y-1%253A0/invoke"},
+    {"bedrock", "/model/x.y-1%3a0/invoke", "/model/x.y-1%253a0/invoke"},
+    {"bedrock", "/m/x%20y", "/m/x%2520y"},
+    {"bedrock", "/m/~u/%7Eu", "/m/~u/%257Eu"},
+    {"bedrock", "/m/a+b%2B", "/m/a%2Bb%252B"},
+    {"bedrock", "/m/caf%C3%A9", "/m/caf%25C3%25A9"},
+    {"bedrock", "/m/!$&'()*,;=@", "/m/%21%24%26%27%28%29%2A%2C%3B%3D%40"},
+    {"bedrock", "/m/./a/../b//c%2F/", "/m/b/c%252F/"},
+};
+
+START_TEST(test_sigv4_canonical_uri)
+{
+    struct http_head h;
+    char sh[SIGV4_SIGNED_HEADERS], *cr = NULL, *uri, *end;
+    size_t len = 0;
+    const char *t = uri_cases[_i].target;
+
+    httphead_init(&h);
+    ck_assert_int_eq(httphead_set_request_line(&h, "GET", 3, t, strlen(t), 1), 0);
+    ck_assert_int_eq(httphead_add(&h, "Host", 4, "h.example", 9), 0);
+    ck_assert_int_eq(sigv4_canonical_request(&h, strcmp(uri_cases[_i].service, "s3") == 0,
+                                             SIGV4_EMPTY_SHA256, &cr, &len, sh),
+                     0);
+    uri = strchr(cr, '\n') + 1;
+    end = strchr(uri, '\n');
+    *end = '\0';
+    ck_assert_str_eq(uri, uri_cases[_i].uri);
+    *end = '\n';
+    secmem_free(&cr, len + 1);
+    httphead_reset(&h);
 }
 END_TEST
 
@@ -374,6 +419,8 @@ Suite *suite_sigv4(void)
                         (int)(sizeof(classify_cases) / sizeof(classify_cases[0])));
     tcase_add_loop_test(tc, test_sigv4_same_canonical, 0,
                         (int)(sizeof(same_cases) / sizeof(same_cases[0])));
+    tcase_add_loop_test(tc, test_sigv4_canonical_uri, 0,
+                        (int)(sizeof(uri_cases) / sizeof(uri_cases[0])));
     tcase_add_test(tc, test_sigv4_s3_keeps_dots);
     tcase_add_test(tc, test_sigv4_no_host);
     tcase_add_test(tc, test_sigv4_hash);

@@ -183,9 +183,18 @@ static const struct {
     {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c',"
            "'refresh_token':'RT','client_secret':'CS','client_auth':'jwt'"),
      "secrets.T.oauth2.client_auth: expected one of basic, post"},
-    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c d',"
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c\\td',"
            "'refresh_token':'RT'"),
-     "secrets.T.oauth2.client_id: expected 1-256 visible ASCII characters"},
+     "secrets.T.oauth2.client_id: expected 1-256 visible ASCII characters or spaces"},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c\\u007f',"
+           "'refresh_token':'RT'"),
+     "secrets.T.oauth2.client_id: expected 1-256 visible ASCII characters or spaces"},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'caf\\u00e9',"
+           "'refresh_token':'RT'"),
+     "secrets.T.oauth2.client_id: expected 1-256 visible ASCII characters or spaces"},
+    {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'',"
+           "'refresh_token':'RT'"),
+     "secrets.T.oauth2.client_id: expected 1-256 visible ASCII characters or spaces"},
     {OAUTH("'token_url':'https://t.example/token','grant':'refresh_token','client_id':'c',"
            "'refresh_token':'RT','scope':''"),
      "secrets.T.oauth2.scope: expected 1-1024 visible ASCII characters or spaces"},
@@ -343,6 +352,53 @@ START_TEST(test_vault_error)
     ck_assert_str_eq(err, vault_errors[_i].err);
     ck_assert_msg(strstr(err, "CANARY") == NULL, "row %d: error shows a secret", _i);
     ck_assert_ptr_null(strchr(err, '\n'));
+}
+END_TEST
+
+/*
+ * client_id is RFC 6749's VSCHAR, 0x20-0x7E: a space, ':' and '+' included ("acc:client id+1"),
+ * kept as written (the fetch form-encodes it); 256 characters of every VSCHAR load, 257 do not.
+ */
+START_TEST(test_vault_oauth_client_id)
+{
+    static const char fmt[] =
+        "{\"version\":1,\"secrets\":{\"T\":{\"oauth2\":{\"token_url\":\"https://t.example/"
+        "token\",\"grant\":\"client_credentials\",\"client_id\":\"%s\",\"client_secret\":"
+        "\"CS\"}},\"CS\":{\"value\":\"CANARY-cs\"}},\"rules\":[{\"host_pattern\":\"a.example."
+        "com\",\"secret\":\"T\",\"scheme\":\"bearer\"}]}";
+    char id[258], escaped[600], json[1024], err[ERRSZ];
+    struct policy_oauth oi;
+    struct policy *p;
+    size_t o = 0;
+
+    /* every VSCHAR, written in JSON (a quote and a backslash escaped), cycled to 256 */
+    for (int i = 0; i < 257; i++)
+        id[i] = (char)(0x20 + i % 95);
+    id[256] = '\0';
+    for (int i = 0; i < 256; i++) {
+        if (id[i] == '"' || id[i] == '\\')
+            escaped[o++] = '\\';
+        escaped[o++] = id[i];
+    }
+    escaped[o] = '\0';
+    for (int k = 0; k < 2; k++) {
+        const char *want = k == 0 ? "acc:client id+1" : id;
+
+        snprintf(json, sizeof(json), fmt, k == 0 ? want : escaped);
+        p = policy_parse(json, strlen(json), err, sizeof(err));
+        ck_assert_msg(p != NULL, "client_id %d refused: %s", k, err);
+        ck_assert_uint_eq(policy_oauth_count(p), 1);
+        policy_oauth_info(p, 0, &oi);
+        ck_assert_str_eq(oi.client_id, want);
+        policy_unref(&p);
+    }
+    /* 257 characters: one too many */
+    escaped[o++] = 'x';
+    escaped[o] = '\0';
+    snprintf(json, sizeof(json), fmt, escaped);
+    ck_assert_ptr_null(policy_parse(json, strlen(json), err, sizeof(err)));
+    ck_assert_str_eq(err, "secrets.T.oauth2.client_id: expected 1-256 visible ASCII characters or "
+                          "spaces");
 }
 END_TEST
 
@@ -600,6 +656,7 @@ Suite *suite_vault(void)
     tcase_add_loop_test(tc, test_vault_limits, 0,
                         (int)(sizeof(limit_cases) / sizeof(limit_cases[0])));
     tcase_add_test(tc, test_vault_secret_lengths);
+    tcase_add_test(tc, test_vault_oauth_client_id);
     tcase_add_test(tc, test_vault_too_large);
     tcase_add_test(tc, test_vault_env_removed);
     tcase_add_test(tc, test_vault_env_entry_wiped);

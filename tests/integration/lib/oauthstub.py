@@ -9,14 +9,21 @@ server as RFC 6749 describes it, strictly, so that it is the other side's refere
   no secret anywhere), the scope and audience it must send, and a token lifetime;
 - refresh_token clients get a new refresh token with every token (rotation) and the old one
   stops working (invalid_grant);
+- client ids and secrets are decoded as RFC 6749 says (§2.3.1 and Appendix B: form-urlencoded,
+  '+' a space, %XX a byte, UTF-8), and the encoded text must be strictly form-encoded (only
+  unreserved bytes, '+' and %XX: a raw space, ':' or '+' meant literally is a violation), in the
+  Basic credentials and in the body alike;
 - fail(client_id, n, status) makes the next n requests of that client fail; delay(client_id, s)
-  holds its answers back (for concurrent first requests);
+  holds its answers back (for concurrent first requests); Client(answer={...}) sets fields of
+  every answer of that client as given (hostile tokens: a NUL, controls, non-ASCII);
 - every request is checked, every violation recorded in .violations (a case asserts it is
   empty), and .fetches counts the token requests per client_id; .issued holds every access and
   refresh token handed out (canaries for the case's scans).
 """
 import base64
+import binascii
 import json
+import re
 import threading
 import time
 import urllib.parse
@@ -28,13 +35,30 @@ def form(s):
     return urllib.parse.quote_plus(s, safe="-._~")
 
 
+# application/x-www-form-urlencoded text as a strict encoder writes it: unreserved bytes ('*'
+# too, which WHATWG keeps), '+' for a space, %XX for everything else
+FORM_TEXT = re.compile(r"^(?:[A-Za-z0-9*._~-]|\+|%[0-9A-Fa-f]{2})*$")
+
+
+def form_decode(s):
+    """Form-decoded text, or None when s is not strictly form-encoded UTF-8."""
+    if not FORM_TEXT.match(s):
+        return None
+    try:
+        return urllib.parse.unquote_plus(s, errors="strict")
+    except UnicodeDecodeError:
+        return None
+
+
 class Client:
     def __init__(self, client_id, secret=None, grant="client_credentials", auth="basic",
-                 scope=None, audience=None, lifetime=3600, refresh=None, token_type="Bearer"):
+                 scope=None, audience=None, lifetime=3600, refresh=None, token_type="Bearer",
+                 answer=None):
         self.client_id, self.secret, self.grant, self.auth = client_id, secret, grant, auth
         self.scope, self.audience, self.lifetime = scope, audience, lifetime
         self.refresh = refresh  # the refresh token that is valid now
         self.token_type = token_type
+        self.answer = answer or {}  # fields set in every answer, as given
         self.refresh_seen = []  # refresh tokens presented, in order
         self.failing, self.fail_status = 0, 500
         self.delay = 0.0
@@ -81,10 +105,19 @@ class TokenEndpoint:
         cid = params.get("client_id", [None])[0]
         if auth:
             try:
-                user, _, pw = base64.b64decode(auth[0].split(" ", 1)[1]).decode().partition(":")
-                user, pw = urllib.parse.unquote_plus(user), urllib.parse.unquote_plus(pw)
-            except (ValueError, IndexError):
+                scheme, b64 = auth[0].split(" ", 1)
+                raw = base64.b64decode(b64, validate=True).decode("ascii")
+            except (ValueError, IndexError, binascii.Error, UnicodeDecodeError):
                 self._violation("malformed Basic credentials")
+                return None
+            if scheme != "Basic" or raw.count(":") != 1:
+                # form-encoded id and secret hold no raw ':' (RFC 6749 §2.3.1)
+                self._violation("Basic credentials: %d raw ':' (want 1)" % raw.count(":"))
+                return None
+            user, _, pw = raw.partition(":")
+            user, pw = form_decode(user), form_decode(pw)
+            if user is None or pw is None:
+                self._violation("Basic credentials are not form-encoded")
                 return None
             c = self.clients.get(user)
             if c is None or c.auth != "basic" or pw != c.secret:
@@ -111,6 +144,10 @@ class TokenEndpoint:
             return self._json(404, {"error": "not_found"})
         if req.header("Content-Type") != ["application/x-www-form-urlencoded"]:
             self._violation("content type %r" % req.header("Content-Type"))
+        for pair in req.body.decode().split("&"):
+            name, eq, value = pair.partition("=")
+            if not eq or form_decode(name) is None or form_decode(value) is None:
+                self._violation("a form field that is not strictly form-encoded")
         params = urllib.parse.parse_qs(req.body.decode(), keep_blank_values=True, strict_parsing=True)
         if any(len(v) != 1 for v in params.values()):
             self._violation("a repeated form parameter")
@@ -139,7 +176,8 @@ class TokenEndpoint:
         with self.lock:
             c.n += 1
             n = c.n
-        body = {"access_token": "at-%s-%d-CANARY-%s" % (c.client_id, n, "x" * 24),
+        cid = re.sub(r"[^A-Za-z0-9._-]", "_", c.client_id)  # tokens are visible ASCII
+        body = {"access_token": "at-%s-%d-CANARY-%s" % (cid, n, "x" * 24),
                 "token_type": c.token_type, "expires_in": c.lifetime}
         if c.grant == "refresh_token":
             rt = params.get("refresh_token", [None])[0]
@@ -149,8 +187,9 @@ class TokenEndpoint:
                     self.violations.append("%s: refresh token %r is not the current one" %
                                            (c.client_id, rt))
                     return self._json(400, {"error": "invalid_grant"})
-                c.refresh = "rt-%s-%d-CANARY-rotated" % (c.client_id, n)
+                c.refresh = "rt-%s-%d-CANARY-rotated" % (cid, n)
                 body["refresh_token"] = c.refresh
+        body.update(c.answer)
         with self.lock:
             self.issued.append(body["access_token"])
             if "refresh_token" in body:

@@ -100,8 +100,12 @@ int scope_path_canonical(const char *path, size_t len, const char **why)
         {
             int v = scope_hexval(path[i + 1]) * 16 + scope_hexval(path[i + 2]);
 
-            if (v == '.' || v == '/' || v == '\\' || v == 0) {
-                *why = "encoded dot, slash, backslash or NUL in the path";
+            if (v == '.' || v == '/' || v == '\\') {
+                *why = "encoded dot, slash or backslash in the path";
+                return 0;
+            }
+            if (v == 0) {
+                *why = "encoded NUL in the path";
                 return 0;
             }
         }

@@ -104,7 +104,7 @@ def expect(lname, send, target, host, status, secret=None, details=None):
 
 
 FRAGMENT = "fragment in the request target"
-NUL = "encoded dot, slash, backslash or NUL in the path"
+NUL = "encoded NUL in the path"
 try:
     for lname, send in LISTENERS.items():
         expect(lname, send, "/repos/acme/x", SCOPED, 200, SECRET)  # inside the scope

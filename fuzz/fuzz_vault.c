@@ -2,9 +2,10 @@
  * fuzz_vault.c - bytes -> policy_parse(); for a valid vault, the routing mode, the names and
  * policy_decide() on hosts derived from the vault, checked against a naive reference decision;
  * policy_decide_request() on requests derived from the rules' scopes (methods, path prefixes
- * and their neighbours), checked against a naive walk of every rule; injection and the check
- * description for every rule. Invariants: errors are one non-empty line; both decisions agree
- * with the reference; inject_forms gives 1..INJECT_MAX_FORMS forms; nothing leaks.
+ * and their neighbours, with and without a method override), checked against a naive walk of every
+ * rule; injection and the check description for every rule. Invariants: errors are one non-empty
+ * line; both decisions agree with the reference; inject_forms gives 1..INJECT_MAX_FORMS forms;
+ * nothing leaks.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -50,13 +51,15 @@ static void reference(const struct vault *v, const char *host, struct policy_dec
 
 /* SPEC §3 "Decision for one request", the slow way: every rule in order. Returns 0 or 400. */
 static int reference_request(const struct vault *v, const char *host, const char *method,
-                             const char *target, struct policy_decision *d)
+                             const char *target, bool override, struct policy_decision *d)
 {
     size_t rawlen = scope_path_len(target, strlen(target)), plen;
     char dec[SCOPE_PATH_MAX + 64];
     const char *why;
-    bool any_rule = false, any_paths = false;
+    bool any_rule = false, any_paths = false, any_methods = false;
 
+    if (strchr(target, '#') != NULL)
+        return 400;
     reference(v, host, d);
     if (d->verdict != POLICY_INJECT)
         return 0;
@@ -64,10 +67,17 @@ static int reference_request(const struct vault *v, const char *host, const char
         if (hostmatch_match(v->rules[i].match, host) == 1) {
             any_rule = true;
             any_paths = any_paths || v->rules[i].npaths > 0;
+            any_methods = any_methods || v->rules[i].nmethods > 0;
         }
     }
     if (any_rule && any_paths && !scope_path_canonical(target, rawlen, &why))
         return 400;
+    if (override && any_methods) {
+        d->verdict = POLICY_BLOCK;
+        d->rule = -1;
+        d->out_of_scope = true;
+        return 0;
+    }
     plen = scope_decode(target, rawlen, dec);
     for (size_t i = 0; i < v->nrules; i++) {
         const struct vault_rule *r = &v->rules[i];
@@ -94,18 +104,22 @@ static int reference_request(const struct vault *v, const char *host, const char
     return 0;
 }
 
+/* The request, without and with a method override field. */
 static void check_request(const struct policy *p, const char *host, const char *method,
                           const char *target)
 {
-    struct policy_decision got = {0}, want = {0};
-    const char *why = NULL;
-    int gst = policy_decide_request(p, host, method, target, strlen(target), &got, &why);
-    int wst = reference_request(policy_vault(p), host, method, target, &want);
+    for (int override = 0; override < 2; override++) {
+        struct policy_decision got = {0}, want = {0};
+        const char *why = NULL;
+        int gst = policy_decide_request(p, host, method, target, strlen(target), override != 0,
+                                        &got, &why);
+        int wst = reference_request(policy_vault(p), host, method, target, override != 0, &want);
 
-    if (gst != wst || (gst == 0 && (got.verdict != want.verdict || got.rule != want.rule ||
-                                    got.out_of_scope != want.out_of_scope))) {
-        fprintf(stderr, "request decision mismatch for %s %s\n", method, host);
-        abort();
+        if (gst != wst || (gst == 0 && (got.verdict != want.verdict || got.rule != want.rule ||
+                                        got.out_of_scope != want.out_of_scope))) {
+            fprintf(stderr, "request decision mismatch for %s %s\n", method, host);
+            abort();
+        }
     }
 }
 
@@ -114,7 +128,8 @@ static void check_scope_requests(const struct policy *p, const struct vault_rule
                                  const char *host)
 {
     static const char *const methods[] = {"GET", "POST", "DELETE", "get"};
-    static const char *const tails[] = {"", "/", "/x", "-evil", "x", "/../y", "/%2e", "?q=1"};
+    static const char *const tails[] = {"",      "/",    "/x",   "-evil",  "x",
+                                        "/../y", "/%2e", "?q=1", "#/../y", "/%00"};
     char target[SCOPE_PATH_MAX + 16];
 
     for (size_t m = 0; m < sizeof(methods) / sizeof(methods[0]); m++)

@@ -303,9 +303,19 @@ static size_t first_admitting(const struct policy *p, const char *host, size_t f
     return NO_MATCH;
 }
 
+/* 1 when a rule from `first` on whose host pattern matches has a `methods` scope. */
+static bool any_method_scope(const struct policy *p, const char *host, size_t first)
+{
+    for (size_t r = first; r != NO_MATCH; r = first_rule(p, host, r + 1)) {
+        if (p->v->rules[r].nmethods > 0)
+            return true;
+    }
+    return false;
+}
+
 int policy_decide_request(const struct policy *p, const char *host, const char *method,
-                          const char *target, size_t tlen, struct policy_decision *out,
-                          const char **why)
+                          const char *target, size_t tlen, bool method_override,
+                          struct policy_decision *out, const char **why)
 {
     struct policy_decision d = {.verdict = POLICY_BLOCK, .rule = -1};
     char stackbuf[1024], *dec = NULL;
@@ -314,6 +324,12 @@ int policy_decide_request(const struct policy *p, const char *host, const char *
     if (host == NULL)
         host = "";
     *why = NULL;
+    if (memchr(target, '#', tlen) != NULL) {
+        /* no fragment in a request target (RFC 9112 §3.2): the scope would stop at '#' while
+         * the upstream reads on */
+        *why = "fragment in the request target";
+        return 400;
+    }
     if (entries_match(p, host, true) || (first = first_rule(p, host, 0)) == NO_MATCH) {
         /* a blocked host, or one without rules: the host decides alone */
         policy_decide(p, host, out);
@@ -332,7 +348,10 @@ int policy_decide_request(const struct policy *p, const char *host, const char *
         }
         plen = scope_decode(target, rawlen, dec);
     }
-    r = first_admitting(p, host, first, method, dec, plen);
+    /* a method override would have the upstream act on a method no scope admitted */
+    r = method_override && any_method_scope(p, host, first)
+            ? NO_MATCH
+            : first_admitting(p, host, first, method, dec, plen);
     if (r != NO_MATCH) {
         d.verdict = POLICY_INJECT;
         d.rule = (int)r;

@@ -120,15 +120,17 @@ void policy_decide(const struct policy *p, const char *host, struct policy_decis
 
 /*
  * Decision for one request (SPEC §3 "Decision for one request"): the host, then the rules'
- * scopes for the method and the target (origin-form "/path?query", or "*"). A host that has a
- * rule with `paths` needs a canonical path (policy/scope.h): else 400 with a fixed reason in
- * *why and *out untouched (500 when memory runs out). Otherwise 0 with *out filled: block
- * (out_of_scope when rules match the host but none admits the request), inject with the first
- * admitting rule, or allow.
+ * scopes for the method and the target (origin-form "/path?query", or "*"). A target holding
+ * '#' is 400 on every host; a host that has a rule with `paths` needs a canonical path
+ * (policy/scope.h): else 400 with a fixed reason in *why and *out untouched (500 when memory
+ * runs out). Otherwise 0 with *out filled: block (out_of_scope when rules match the host but
+ * none admits the request, or when the request carries a method override - method_override:
+ * X-HTTP-Method-Override, X-HTTP-Method or X-Method-Override - and one of those rules has
+ * `methods`), inject with the first admitting rule, or allow.
  */
 int policy_decide_request(const struct policy *p, const char *host, const char *method,
-                          const char *target, size_t tlen, struct policy_decision *out,
-                          const char **why);
+                          const char *target, size_t tlen, bool method_override,
+                          struct policy_decision *out, const char **why);
 
 /* Routing mode and the first reason, e.g. `host_policy.default is "block"`. */
 enum policy_mode policy_mode(const struct policy *p, const char **reason);

@@ -5,7 +5,8 @@
  * Guarantees: a path that scope_path_canonical() accepts reads the same to vaultgate and to any
  * server that decodes percent-escapes once and resolves dot segments: it has no dot segment
  * (raw or encoded, nor "..;" as Tomcat reads it), no encoded or raw backslash, no encoded slash,
- * and no malformed escape. Prefixes are compared after one round of percent-decoding, so
+ * no encoded NUL (which C servers take for the end of the path), and no malformed escape. Prefixes
+ * are compared after one round of percent-decoding, so
  * "%3A" and ":" (which servers take for the same byte) match alike, and since "%2f" is refused
  * a decoded '/' is always a real segment boundary.
  */
@@ -101,6 +102,10 @@ int scope_path_canonical(const char *path, size_t len, const char **why)
 
             if (v == '.' || v == '/' || v == '\\') {
                 *why = "encoded dot, slash or backslash in the path";
+                return 0;
+            }
+            if (v == 0) {
+                *why = "encoded NUL in the path";
                 return 0;
             }
         }

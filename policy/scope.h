@@ -25,8 +25,8 @@ size_t scope_path_len(const char *target, size_t len);
 
 /*
  * 1 when the path (len bytes as the client sent them) is canonical: no dot segment ("." or
- * "..", also before a ';' parameter), no backslash, no "%2e", "%2f" or "%5c" in any letter
- * case, and every '%' followed by two hex digits. Else 0 with a fixed reason in *why.
+ * "..", also before a ';' parameter), no backslash, no "%2e", "%2f", "%5c" or "%00" in any
+ * letter case, and every '%' followed by two hex digits. Else 0 with a fixed reason in *why.
  */
 int scope_path_canonical(const char *path, size_t len, const char **why);
 

@@ -297,10 +297,6 @@ static int exch_origin_form(struct http_head *h, const char *end, const char **w
     size_t rest = h->target_len - (size_t)(end - h->target);
     int n;
 
-    if (*end == '#') {
-        *why = "fragment in the request target";
-        return 400;
-    }
     n = snprintf(tmp, sizeof(tmp), "%s%.*s", *end == '/' ? "" : "/", (int)rest, end);
     if (n <= 0 || (size_t)n >= sizeof(tmp) || httphead_set_target(h, tmp, (size_t)n) < 0) {
         *why = "request target too long";
@@ -397,12 +393,21 @@ static int exch_proxy_target(struct exchange *x, struct http_head *h, const char
 
 /* ---- decision --------------------------------------------------------------------------- */
 
+/* 1 when h carries a field that asks a server to act on another method than its own (SPEC §3
+ * "Scope"), in any letter case of the name. */
+static bool exch_method_override(const struct http_head *h)
+{
+    return httphead_get(h, "X-HTTP-Method-Override") != NULL ||
+           httphead_get(h, "X-HTTP-Method") != NULL || httphead_get(h, "X-Method-Override") != NULL;
+}
+
 /*
  * The decision for x->host on the worker's current policy snapshot, which the connection keeps
  * (only a reload costs a new reference): for the request h, with the rules' scopes (SPEC §3), or
  * for the host alone when h is NULL (CONNECT). A refusal is answered here and -1 returned: 403
- * for a blocked host or a request outside every rule's scope (both recorded), 400 for a path
- * that is not canonical on a host with path scopes. Else 0 with *dec filled.
+ * for a blocked host or a request outside every rule's scope, a method override on a host with
+ * method scopes included (both recorded), 400 for a path that is not canonical on a host with
+ * path scopes. Else 0 with *dec filled.
  */
 static int exch_decide(struct exchange *x, const struct http_head *h, struct policy_decision *dec)
 {
@@ -424,8 +429,8 @@ static int exch_decide(struct exchange *x, const struct http_head *h, struct pol
     if (h == NULL)
         policy_decide(cc->policy, x->host, dec);
     else
-        st = policy_decide_request(cc->policy, x->host, h->method, h->target, h->target_len, dec,
-                                   &why);
+        st = policy_decide_request(cc->policy, x->host, h->method, h->target, h->target_len,
+                                   exch_method_override(h), dec, &why);
     if (st != 0) {
         exch_fail(x, st, st == 400 ? VG_PS_REQUEST_ERROR : VG_PS_INTERNAL_ERROR, why,
                   st == 400 ? VG_R_NONCANONICAL : VG_R_OOM);
@@ -527,6 +532,11 @@ static int exch_checks(struct exchange *x, struct http_head *h)
     }
     st = cc->proxy && !cc->host_fixed ? exch_proxy_target(x, h, &why)
                                       : exch_check_target(x, h, &why);
+    if (st == 0 && memchr(h->target, '#', h->target_len) != NULL) {
+        /* RFC 9112 §3.2 has no fragment in a request target; every host, every listener */
+        st = 400;
+        why = "fragment in the request target";
+    }
     if (st != 0) {
         exch_fail(x, st, VG_PS_REQUEST_ERROR, why, st == 421 ? VG_R_MISDIRECTED : VG_R_BAD_REQUEST);
         return -1;

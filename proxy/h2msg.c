@@ -6,9 +6,9 @@
  * origin form (or "*" for OPTIONS; CONNECT with :authority only), pseudo-header fields first
  * and once each, lower-case token names (no '_'), no connection-specific field, te only
  * "trailers", values without NUL, CR, LF, other controls, DEL or surrounding whitespace, a
- * well-formed content-length that the DATA then matches, within 64 KiB and 100 fields; Host
- * and :authority agree when both are sent. The first refusal is kept; nothing is forwarded
- * after one.
+ * well-formed content-length that the DATA then matches, within 64 KiB and 100 fields; at most
+ * one host field, which agrees with :authority when both are sent. The first refusal is kept;
+ * nothing is forwarded after one.
  */
 #include "proxy/h2msg.h"
 #include "proxy/http1_int.h"
@@ -136,9 +136,15 @@ static void pseudo_field(struct h2req *r, const uint8_t *name, size_t nlen, cons
     }
 }
 
-/* host and :authority must agree (RFC 9113 §8.3.1); a lone host stands in for :authority. */
+/* host and :authority must agree (RFC 9113 §8.3.1); a lone host stands in for :authority. One
+ * host field at most (SPEC §10, as HTTP/1.1): a second would leave the choice between them to
+ * whoever reads the message next. */
 static void host_field(struct h2req *r, const uint8_t *v, size_t vlen)
 {
+    if (++r->nhost > 1) {
+        refuse(r, H2REQ_ANSWER, 400, "several host fields");
+        return;
+    }
     if (vlen == 0 || vlen >= sizeof(r->authority)) {
         refuse(r, H2REQ_ANSWER, 400, "malformed host");
         return;

@@ -39,7 +39,8 @@ struct h2req {
     char method[32];
     char scheme[8];
     char authority[HOSTNAME_BUFSZ + 8];
-    char *path; /* in the head's arena once set */
+    unsigned nhost; /* host fields seen: more than one is 400, as in HTTP/1.1 */
+    char *path;     /* in the head's arena once set */
     size_t path_len;
     size_t bytes, nfields; /* the caps of SPEC §4 (64 KiB, 100 fields) */
     bool has_cl;

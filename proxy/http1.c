@@ -38,6 +38,7 @@ struct head_info {
     unsigned nhost, ncl, nte;
     uint64_t cl;
     bool te_chunked, conn_close, conn_keepalive, conn_upgrade, has_upgrade;
+    bool upgrade_other; /* Upgrade names a protocol other than h2c */
     const char *method;
     size_t mlen;
 };
@@ -256,7 +257,8 @@ static int parse_cl(const char *v, size_t n, uint64_t *out)
 
 /*
  * A comma-separated list (RFC 9110 §5.6.1) of tokens (or, with slash, protocol names
- * token["/"token]). Sets the Connection option flags it finds. -1 when an element is not one.
+ * token["/"token], noting one other than h2c). Sets the Connection option flags it finds. -1
+ * when an element is not one.
  */
 static int parse_token_list(const char *v, size_t n, bool slash, struct head_info *hi)
 {
@@ -281,6 +283,8 @@ static int parse_token_list(const char *v, size_t n, bool slash, struct head_inf
             if (a == s || !all_tchar(v + s, a - s) ||
                 (sl != NULL && (a + 1 == e || !all_tchar(v + a + 1, e - a - 1))))
                 return -1;
+            if (!NAME_IS(v + s, e - s, "h2c"))
+                hi->upgrade_other = true;
             continue;
         }
         if (!all_tchar(v + s, e - s))
@@ -573,7 +577,9 @@ static int request_framing(struct http1_parser *p, const struct head_info *hi)
     m->body =
         hi->te_chunked ? HTTP1_BODY_CHUNKED : (hi->ncl > 0 ? HTTP1_BODY_LENGTH : HTTP1_BODY_NONE);
     m->content_length = hi->ncl > 0 ? hi->cl : 0;
-    m->upgrade = connect || (hi->has_upgrade && hi->conn_upgrade);
+    /* an offer of h2c alone is declined by ignoring it (RFC 9110 §7.8): the connection stays
+     * HTTP/1.1, Upgrade and HTTP2-Settings go as hop-by-hop fields, the next request follows */
+    m->upgrade = connect || (hi->has_upgrade && hi->conn_upgrade && hi->upgrade_other);
     if (hi->minor == 1)
         m->keep_alive = !hi->conn_close;
     else

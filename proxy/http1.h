@@ -42,7 +42,8 @@ struct http1_msg {
     enum http1_body body;
     uint64_t content_length; /* HTTP1_BODY_LENGTH only */
     bool keep_alive;         /* the connection may carry another message after this one */
-    bool upgrade;            /* request: carries Upgrade (+ Connection: upgrade); response: 101 */
+    bool upgrade; /* request: carries Upgrade (+ Connection: upgrade) naming a protocol other
+                   * than h2c, or CONNECT; response: 101 */
 };
 
 /*

@@ -514,6 +514,27 @@ static const struct good_case good_requests[] = {
     GOOD("Upgrade without the Connection option is no upgrade",
          "GET / HTTP/1.1\r\nHost: a.example\r\nUpgrade: h2c\r\n\r\n",
          "<H GET / 1.1 b0 cl0 ka1 up0 |Host=a.example |Upgrade=h2c><D>", false),
+    /* an h2c offer is declined by ignoring it: no upgrade, the next request is parsed */
+    GOOD("h2c upgrade offer is no upgrade",
+         "GET / HTTP/1.1\r\nHost: a.example\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+         "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"
+         "GET /2 HTTP/1.1\r\nHost: a.example\r\n\r\n",
+         "<H GET / 1.1 b0 cl0 ka1 up0 |Host=a.example |Connection=Upgrade, HTTP2-Settings "
+         "|Upgrade=h2c |HTTP2-Settings=AAMAAABkAARAAAAAAAIAAAAA><D><H GET /2 1.1 b0 cl0 ka1 up0 "
+         "|Host=a.example><D>",
+         false),
+    GOOD("H2C in any case is no upgrade either",
+         "GET / HTTP/1.1\r\nHost: a.example\r\nConnection: upgrade\r\nUpgrade: H2C\r\n\r\n"
+         "GET /2 HTTP/1.1\r\nHost: a.example\r\n\r\n",
+         "<H GET / 1.1 b0 cl0 ka1 up0 |Host=a.example |Connection=upgrade |Upgrade=H2C><D>"
+         "<H GET /2 1.1 b0 cl0 ka1 up0 |Host=a.example><D>",
+         false),
+    GOOD("h2c beside another protocol is an upgrade",
+         "GET /ws HTTP/1.1\r\nHost: a.example\r\nConnection: upgrade\r\n"
+         "Upgrade: h2c, websocket\r\n\r\n\x81\x00",
+         "<H GET /ws 1.1 b0 cl0 ka1 up1 |Host=a.example |Connection=upgrade "
+         "|Upgrade=h2c, websocket><D>",
+         true),
     GOOD("CONNECT stops parsing",
          "CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443\r\n\r\n\x16\x03\x01",
          "<H CONNECT a.example:443 1.1 b0 cl0 ka1 up1 |Host=a.example:443><D>", true),

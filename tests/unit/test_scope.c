@@ -2,7 +2,8 @@
  * test_scope.c - rule scopes (policy/scope.c) and the decision for one request
  * (policy_decide_request, SPEC §3 "Decision for one request"): segment-boundary prefixes after
  * percent-decoding, every non-canonical path form, methods, first-match order between scoped and
- * unscoped rules, step 3 (outside every rule's scope) and the host-only decision left unchanged.
+ * unscoped rules, step 3 (outside every rule's scope), fragments, method overrides on hosts with
+ * method scopes, and the host-only decision left unchanged.
  *
  * The expected answers are written from SPEC §3, not from scope.c.
  */
@@ -46,6 +47,8 @@ static const struct {
     {"/a%4", 0},
     {"/a%zz", 0},
     {"/a%g0", 0},
+    {"/a%00b", 0}, /* encoded NUL: C servers stop reading there */
+    {"/a/%00", 0},
 };
 
 START_TEST(test_scope_canonical)
@@ -172,6 +175,13 @@ static const struct {
     {"api.github.com", "GET", "/repos/acme\\x", 400, POLICY_BLOCK, -1, false},
     {"api.github.com", "GET", "/repos/acme/..;/x", 400, POLICY_BLOCK, -1, false},
     {"api.github.com", "GET", "/repos/acme/x?q=../..", 0, POLICY_INJECT, 0, false}, /* query */
+    {"api.github.com", "GET", "/repos/acme/%00/x", 400, POLICY_BLOCK, -1, false},
+    /* a fragment is 400 on every host: the scope would end at '#', the upstream reads on */
+    {"api.github.com", "GET", "/repos/acme#/../../orgs/x", 400, POLICY_BLOCK, -1, false},
+    {"api.github.com", "GET", "/repos/acme?q=1#x", 400, POLICY_BLOCK, -1, false},
+    {"methods.example", "GET", "/x#y", 400, POLICY_BLOCK, -1, false},
+    {"blocked.example", "GET", "/#", 400, POLICY_BLOCK, -1, false},
+    {"other.example", "GET", "/a#b", 400, POLICY_BLOCK, -1, false},
     {"scoped-first.example", "GET", "/v1/models:x", 0, POLICY_INJECT, 2, false},
     {"scoped-first.example", "POST", "/v1/models%3ax/y", 0, POLICY_INJECT, 2, false},
     {"scoped-first.example", "GET", "/v2", 0, POLICY_INJECT, 3, false},
@@ -183,6 +193,7 @@ static const struct {
     {"a.b.svc.example", "GET", "/nope", 0, POLICY_BLOCK, -1, true},
     {"a.svc.example", "GET", "/ok/%2e%2e/x", 400, POLICY_BLOCK, -1, false},
     {"methods.example", "GET", "/../x", 0, POLICY_INJECT, 7, false},
+    {"methods.example", "GET", "/%00", 0, POLICY_INJECT, 7, false}, /* no path scope */
     {"methods.example", "PUT", "/x", 0, POLICY_BLOCK, -1, true},
     {"blocked.example", "GET", "/a/../b", 0, POLICY_BLOCK, -1, false}, /* block wins first */
     {"other.example", "GET", "/a/../b", 0, POLICY_ALLOW, -1, false},   /* no rule: no check */
@@ -194,7 +205,7 @@ START_TEST(test_scope_decide_request)
     struct policy_decision d = {.verdict = POLICY_ALLOW, .rule = -9};
     const char *why = NULL, *t = request_cases[_i].target;
     int st = policy_decide_request(p, request_cases[_i].host, request_cases[_i].method, t,
-                                   strlen(t), &d, &why);
+                                   strlen(t), false, &d, &why);
 
     ck_assert_msg(st == request_cases[_i].status, "%s %s %s: status %d", request_cases[_i].method,
                   request_cases[_i].host, t, st);
@@ -206,6 +217,49 @@ START_TEST(test_scope_decide_request)
     } else {
         ck_assert_ptr_nonnull(why);
         ck_assert_int_eq(d.rule, -9); /* untouched */
+    }
+    policy_unref(&p);
+}
+END_TEST
+
+/*
+ * A method override field (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override) on a host
+ * with a `methods` scope is outside the scope, whatever rule would have admitted the method;
+ * hosts without one decide as before.
+ */
+static const struct {
+    const char *host, *method, *target;
+    int status;
+    enum policy_verdict verdict;
+    int rule;
+    bool out_of_scope;
+} override_cases[] = {
+    {"api.github.com", "GET", "/repos/acme", 0, POLICY_BLOCK, -1, true},
+    {"api.github.com", "POST", "/repos/acme/issues", 0, POLICY_BLOCK, -1, true},
+    {"methods.example", "GET", "/x", 0, POLICY_BLOCK, -1, true},
+    {"open-first.example", "GET", "/x", 0, POLICY_BLOCK, -1, true},     /* rule 5 has methods */
+    {"scoped-first.example", "GET", "/v2", 0, POLICY_INJECT, 3, false}, /* paths only */
+    {"a.svc.example", "GET", "/ok/1", 0, POLICY_INJECT, 6, false},
+    {"other.example", "GET", "/x", 0, POLICY_ALLOW, -1, false},
+    {"blocked.example", "GET", "/x", 0, POLICY_BLOCK, -1, false}, /* the host decides */
+    {"api.github.com", "GET", "/repos/acme/../x", 400, POLICY_BLOCK, -1, false}, /* 400 first */
+};
+
+START_TEST(test_scope_method_override)
+{
+    struct policy *p = vaultq_parse_ok(decide_vault);
+    struct policy_decision d = {.verdict = POLICY_ALLOW, .rule = -9};
+    const char *why = NULL, *t = override_cases[_i].target;
+    int st = policy_decide_request(p, override_cases[_i].host, override_cases[_i].method, t,
+                                   strlen(t), true, &d, &why);
+
+    ck_assert_msg(st == override_cases[_i].status, "%s %s: status %d", override_cases[_i].host, t,
+                  st);
+    if (st == 0) {
+        ck_assert_msg(d.verdict == override_cases[_i].verdict, "%s %s: verdict %d",
+                      override_cases[_i].host, t, d.verdict);
+        ck_assert_int_eq(d.rule, override_cases[_i].rule);
+        ck_assert_int_eq(d.out_of_scope, override_cases[_i].out_of_scope);
     }
     policy_unref(&p);
 }
@@ -260,6 +314,8 @@ Suite *suite_scope(void)
     tcase_add_test(tc, test_scope_methods);
     tcase_add_loop_test(tc, test_scope_decide_request, 0,
                         (int)(sizeof(request_cases) / sizeof(request_cases[0])));
+    tcase_add_loop_test(tc, test_scope_method_override, 0,
+                        (int)(sizeof(override_cases) / sizeof(override_cases[0])));
     tcase_add_test(tc, test_scope_host_decision_unchanged);
     tcase_add_test(tc, test_scope_describe);
     suite_add_tcase(s, tc);

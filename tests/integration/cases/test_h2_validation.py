@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Every RFC 9113 §8 rule and SPEC §10 cap on an HTTP/2 request, with raw frames (python3-h2,
 outbound validation off): each malformed request is reset with PROTOCOL_ERROR or answered with
-the status SPEC asks for (400, 405 for CONNECT and extended CONNECT, 421, 431), none reaches the
-upstream, and the connection goes on serving good requests.
+the status SPEC asks for (400, 405 for CONNECT and extended CONNECT, 421, 431; 400 for more than
+one host field, with or without :authority), none reaches the upstream, and the connection goes
+on serving good requests.
 
 Why this can fail: nghttp2's own HTTP checks are off in vaultgate's server session (h2msg.c
 does them), so each rule is vaultgate's own code; a missing one forwards what RFC 9113 calls
@@ -44,6 +45,11 @@ cases = [
     ("underscore in a name", base() + [("x_a", "1")], 400, None),
     ("path not origin-form", base(path="x"), 400, None),
     ("host and :authority differ", base() + [("host", "other.example.test")], 400, None),
+    # one host field at most, as in HTTP/1.1 (without :authority the last one named the host)
+    ("two host fields", [(":method", "GET"), (":scheme", "https"), (":path", "/ok"),
+                         ("host", "other.example.test"), ("host", "api.example.test")], 400, None),
+    ("two host fields beside :authority", base() + [("host", "api.example.test"),
+                                                    ("host", "api.example.test")], 400, None),
     (":authority names another host", base(authority="other.example.test"), 421, None),
     ("CONNECT", [(":method", "CONNECT"), (":authority", "api.example.test:443")], 405, None),
     ("extended CONNECT", [(":method", "CONNECT"), (":protocol", "websocket"),

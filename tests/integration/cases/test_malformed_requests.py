@@ -68,9 +68,9 @@ CASES = [
     ("CONNECT on a TLS listener", b"CONNECT api.example.test:443 HTTP/1.1\r\n" + H + b"\r\n",
      {400, 405}),
     ("unknown method", b"FOO / HTTP/1.1\r\n" + H + b"\r\n", {400, 501}),
+    # (an h2c offer alone is ignored and served: test_upgrade_h2c)
     ("upgrade other than WebSocket", b"GET / HTTP/1.1\r\n" + H +
-     b"Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABk\r\n\r\n",
-     {501}),
+     b"Upgrade: TLS/1.0, h2c\r\nConnection: Upgrade\r\n\r\n", {501}),
     ("WebSocket upgrade on POST", b"POST /ws HTTP/1.1\r\n" + H +
      b"Upgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 1\r\n\r\nx", {501}),
     ("101 fields", b"GET / HTTP/1.1\r\n" + H + b"".join(b"X-%d: 1\r\n" % i for i in range(101))

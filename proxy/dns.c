@@ -107,7 +107,9 @@ static size_t dns_answer(struct dns_worker *dw, const struct sockaddr_storage *l
     ctx.have_v6 = da->have_v6;
     memcpy(ctx.v4, da->v4, 4);
     memcpy(ctx.v6, da->v6, 16);
-    if (!ctx.have_v4 && local->ss_family == AF_INET) {
+    /* the address it arrived on; unknown (no control message) means no record, never 0.0.0.0 */
+    if (!ctx.have_v4 && local->ss_family == AF_INET &&
+        ((const struct sockaddr_in *)local)->sin_addr.s_addr != htonl(INADDR_ANY)) {
         memcpy(ctx.v4, &((const struct sockaddr_in *)local)->sin_addr, 4);
         ctx.have_v4 = true;
     }

@@ -29,6 +29,11 @@ if not t.isolate_net():
 t.require_binary()
 
 LIMIT_MIB = 32
+# Under AddressSanitizer every freed block waits in a quarantine (256 MiB by default) before it
+# is reused, which is resident memory the product does not hold; keep it small so that the
+# bound measures vaultgate's own memory in the sanitizer pass too.
+os.environ["ASAN_OPTIONS"] = ":".join(filter(None, (os.environ.get("ASAN_OPTIONS"),
+                                                    "quarantine_size_mb=1")))
 
 
 def rss_kib(pid):
@@ -51,13 +56,20 @@ def rand_name():
 
 
 def udp_ok(port):
+    """One A query answered with one record. UDP may lose a datagram while vaultgate's socket
+    buffer is full of a burst: ask again every 2 s, for up to 60 s, like a resolver."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.settimeout(10)
-        s.sendto(query(0x7777, "after.example.test"), ("127.0.0.1", port))
-        while True:
-            b = s.recv(4096)
-            if b[:2] == b"\x77\x77":
-                return b[7] == 1  # ANCOUNT low byte: one A record
+        s.settimeout(2)
+        for _ in range(30):
+            s.sendto(query(0x7777, "after.example.test"), ("127.0.0.1", port))
+            try:
+                while True:
+                    b = s.recv(4096)
+                    if b[:2] == b"\x77\x77":
+                        return b[7] == 1  # ANCOUNT low byte: one A record
+            except socket.timeout:
+                continue
+    return False
 
 
 d = t.tmpdir()

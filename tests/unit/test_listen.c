@@ -7,7 +7,9 @@
 
 #include <arpa/inet.h>
 #include <check.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 struct addr_case {
     const char *in;
@@ -69,6 +71,42 @@ START_TEST(test_parse_addr_kinds)
     ck_assert_int_eq(listen_parse_addr("[::1]:3128", LISTEN_PROXY, &la, err, sizeof(err)), 0);
     ck_assert_str_eq(la.label, "proxy [::1]:3128");
     ck_assert_int_eq(la.ss.ss_family, AF_INET6);
+    ck_assert_int_eq(listen_parse_addr("127.0.0.1:53", LISTEN_DNS, &la, err, sizeof(err)), 0);
+    ck_assert_str_eq(la.label, "dns 127.0.0.1:53");
+    ck_assert_int_eq(la.udp_fd, -1);
+}
+END_TEST
+
+/* A DNS listener binds TCP and one UDP socket; a UDP port another socket holds fails it, naming
+ * the listener, and leaves nothing bound. */
+START_TEST(test_bind_dns)
+{
+    struct listen_addr la;
+    struct sockaddr_in sin;
+    socklen_t sl = sizeof(sin);
+    char err[256], addr[64];
+    int held = socket(AF_INET, SOCK_DGRAM, 0);
+
+    ck_assert_int_ge(held, 0);
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(held, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    ck_assert_int_eq(getsockname(held, (struct sockaddr *)&sin, &sl), 0);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", ntohs(sin.sin_port));
+    ck_assert_int_eq(listen_parse_addr(addr, LISTEN_DNS, &la, err, sizeof(err)), 0);
+    err[0] = '\0';
+    ck_assert_int_eq(listen_bind_all(&la, 1, 2, err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, la.label) != NULL && strstr(err, "already") != NULL, "%s", err);
+    ck_assert_ptr_null(la.fds);
+    ck_assert_int_eq(la.udp_fd, -1);
+    close(held); /* now free: TCP for each worker and the one UDP socket */
+    ck_assert_int_eq(listen_bind_all(&la, 1, 2, err, sizeof(err)), 0);
+    ck_assert_int_ge(la.udp_fd, 0);
+    ck_assert_int_eq(listen_udp_worker(0, 2), 0);
+    ck_assert_int_eq(listen_udp_worker(3, 2), 1);
+    listen_close_fds(&la, 1, 2);
+    ck_assert_int_eq(la.udp_fd, -1);
 }
 END_TEST
 
@@ -180,6 +218,7 @@ Suite *suite_listen(void)
 
     tcase_add_loop_test(tc, test_parse_addr, 0, (int)(sizeof(addr_cases) / sizeof(addr_cases[0])));
     tcase_add_test(tc, test_parse_addr_kinds);
+    tcase_add_test(tc, test_bind_dns);
     suite_add_tcase(s, tc);
     tc = tcase_create("tls_sni");
     tcase_add_loop_test(tc, test_sni_from_ext, 0, (int)(sizeof(sni_cases) / sizeof(sni_cases[0])));

@@ -25,6 +25,7 @@
 #include "proxy/admin.h"
 #include "proxy/admin_page.h"
 #include "cli/cli.h"
+#include "proxy/dns.h"
 #include "proxy/listen.h"
 #include "proxy/worker.h"
 #include "proxy/metrics.h"
@@ -54,7 +55,7 @@
 
 struct run_opts {
     const char *vault;
-    struct cli_list https, http, proxy, resolve, dns, allow_private;
+    struct cli_list https, http, proxy, resolve, dns, allow_private, listen_dns;
     const char *admin;
     const char *ca_out;
     const char *state_dir;
@@ -70,6 +71,7 @@ struct run_opts {
     int log_level; /* enum log_level */
     bool http_none;
     struct vg_timeouts timeouts;
+    struct dns_answers dns_answers; /* --dns-answer */
 };
 
 /* Everything the admin thread reads (status, ready, metrics extras). */
@@ -101,6 +103,12 @@ static void usage(FILE *out)
                  "  --listen-http ADDR     plain HTTP listener (127.0.0.1:8080), `none` disables; "
                  "repeatable\n"
                  "  --listen-proxy ADDR    explicit proxy listener (none); repeatable\n"
+                 "  --listen-dns ADDR      DNS listener, UDP and TCP, answering every query itself "
+                 "(none);\n"
+                 "                         repeatable\n"
+                 "  --dns-answer IP        the A (or AAAA) record every name gets (A: the address "
+                 "the query\n"
+                 "                         arrived on; AAAA: none); one IPv4 and one IPv6 at most\n"
                  "  --admin ADDR           admin API (127.0.0.1:9090), or unix:/path\n"
                  "  --admin-allow-remote   allow a non-loopback --admin address\n"
                  "  --ca-out FILE          where the CA certificate goes (<state-dir>/ca.pem)\n"
@@ -149,6 +157,17 @@ static int set_listen_proxy(void *arg, const char *v)
     return strcmp(v, "none") == 0 ? 0 : cli_list_add(RUN_CMD, "--listen-proxy", &o->proxy, v);
 }
 
+/* One IPv4 and one IPv6 address at most. */
+static int set_dns_answer(void *arg, const char *v)
+{
+    struct run_opts *o = arg;
+    char err[256];
+
+    if (dns_answers_add(&o->dns_answers, v, err, sizeof(err)) < 0)
+        return cli_usage_error(RUN_CMD, "--dns-answer: %s", err);
+    return 0;
+}
+
 /* NAME=SECONDS, one of SPEC §4's timeouts. */
 static int set_timeout(void *arg, const char *v)
 {
@@ -171,6 +190,8 @@ static const struct cli_opt run_table[] = {
     {"--listen-https", CLI_LIST, .off = RUN_OPT(https)},
     {"--listen-http", CLI_SET, .set = set_listen_http},
     {"--listen-proxy", CLI_SET, .set = set_listen_proxy},
+    {"--listen-dns", CLI_LIST, .off = RUN_OPT(listen_dns)},
+    {"--dns-answer", CLI_SET, .set = set_dns_answer},
     {"--admin", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(admin)},
     {"--admin-allow-remote", CLI_FLAG, .off = RUN_OPT(admin_allow_remote)},
     {"--ca-out", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(ca_out)},
@@ -258,7 +279,10 @@ static int check_opts(struct run_opts *o, struct worker_shared *sh, struct upstr
     if (upstream_config_check(uc, err, sizeof(err)) < 0)
         return cli_usage_error(RUN_CMD, "%s", err);
     /* every listener kind: TLS (SNI), plain HTTP (Host), explicit proxy (CONNECT) */
-    sh->addrs = calloc(o->https.n + o->http.n + o->proxy.n, sizeof(sh->addrs[0]));
+    if ((o->dns_answers.have_v4 || o->dns_answers.have_v6) && o->listen_dns.n == 0)
+        return cli_usage_error(RUN_CMD, "--dns-answer: needs --listen-dns");
+    sh->dns = o->dns_answers;
+    sh->addrs = calloc(o->https.n + o->http.n + o->proxy.n + o->listen_dns.n, sizeof(sh->addrs[0]));
     if (sh->addrs == NULL)
         return cli_usage_error(RUN_CMD, "out of memory");
     for (size_t i = 0; i < o->https.n; i++) {
@@ -272,6 +296,10 @@ static int check_opts(struct run_opts *o, struct worker_shared *sh, struct upstr
     for (size_t i = 0; i < o->proxy.n; i++) {
         if (listen_parse_addr(o->proxy.v[i], LISTEN_PROXY, &sh->addrs[n++], err, sizeof(err)))
             return cli_usage_error(RUN_CMD, "--listen-proxy: %s", err);
+    }
+    for (size_t i = 0; i < o->listen_dns.n; i++) {
+        if (listen_parse_addr(o->listen_dns.v[i], LISTEN_DNS, &sh->addrs[n++], err, sizeof(err)))
+            return cli_usage_error(RUN_CMD, "--listen-dns: %s", err);
     }
     if (n > VG_LISTENERS_MAX)
         return cli_usage_error(RUN_CMD, "more than %d listeners", VG_LISTENERS_MAX);

@@ -69,6 +69,16 @@
 #define VG_CONN_BUSY_RESERVE 64
 #define VG_CONN_MAX_LIMIT    1000000
 
+/* DNS listeners (SPEC §12, proxy/dns.c), per worker: query connections open (past it the least
+ * recently active is closed), answers waiting for a busy UDP socket (past it they are dropped;
+ * the client asks again), datagrams read per wake-up, a connection's unread answers (past it
+ * its queries wait), and the idle time that closes a query connection. */
+#define VG_DNS_TCP_CONNS        256
+#define VG_DNS_UDP_QUEUE        256
+#define VG_DNS_UDP_BURST        64
+#define VG_DNS_TCP_OUT_MAX      (16 * 1024)
+#define VG_DNS_TCP_IDLE_SECONDS 10
+
 /* HTTP/2 (SPEC §10, proxy/h2conn.c). A stream's response waits in a buffer of its own of at most
  * VG_H2_STREAM_OUT_CAP bytes (the rest stays in the upstream's socket); a stream's request body
  * is bounded by its flow-control window (VG_H2_STREAM_WINDOW): a slow stream stalls only

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const kind_names[] = {"https", "http", "proxy"};
+static const char *const kind_names[] = {"https", "http", "proxy", "dns"};
 
 int listen_parse_addr(const char *s, enum listen_kind kind, struct listen_addr *out, char *err,
                       size_t errlen)
@@ -49,6 +49,7 @@ int listen_parse_addr(const char *s, enum listen_kind kind, struct listen_addr *
     snprintf(out->label, sizeof(out->label), "%s %s%.*s%s:%d", kind_names[kind],
              hp.bracketed ? "[" : "", (int)hp.rawlen, hp.raw, hp.bracketed ? "]" : "", hp.port);
     out->fds = NULL;
+    out->udp_fd = -1;
     return 0;
 }
 
@@ -92,11 +93,49 @@ fail:
     return -1;
 }
 
+/*
+ * The UDP socket of a DNS listener: one, bound without SO_REUSEADDR and SO_REUSEPORT, so the
+ * kernel refuses it when any UDP socket holds an overlapping address and no other socket can
+ * join it later. The query's destination address comes with each datagram (the answer's
+ * source, and the default A record, on a wildcard address too).
+ */
+static int bind_udp(const struct listen_addr *la, char *err, size_t errlen)
+{
+    int fd, one = 1;
+
+    fd = socket(la->ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        goto fail;
+    if (la->ss.ss_family == AF_INET6 &&
+        (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0 ||
+         setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one)) < 0))
+        goto fail;
+    if (la->ss.ss_family == AF_INET &&
+        setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) < 0)
+        goto fail;
+    if (bind(fd, (const struct sockaddr *)&la->ss, la->sslen) < 0)
+        goto fail;
+    return fd;
+fail:
+    listen_fail(la, errno, err, errlen);
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+int listen_udp_worker(size_t i, int nworkers)
+{
+    return (int)(i % (size_t)nworkers);
+}
+
 void listen_close_fds(struct listen_addr *addrs, size_t naddrs, int nworkers)
 {
     for (size_t i = 0; i < naddrs; i++) {
         struct listen_addr *la = &addrs[i];
 
+        if (la->udp_fd >= 0)
+            close(la->udp_fd);
+        la->udp_fd = -1;
         if (la->fds == NULL)
             continue;
         for (int k = 0; k < nworkers; k++) {
@@ -126,6 +165,8 @@ int listen_bind_all(struct listen_addr *addrs, size_t naddrs, int nworkers, char
             if (la->fds[k] < 0)
                 goto fail;
         }
+        if (la->kind == LISTEN_DNS && (la->udp_fd = bind_udp(la, err, errlen)) < 0)
+            goto fail;
     }
     return 0;
 fail:

@@ -17,6 +17,7 @@ enum listen_kind {
     LISTEN_HTTPS = 0,
     LISTEN_HTTP,
     LISTEN_PROXY,
+    LISTEN_DNS, /* TCP on fds (per worker, like the others) and one UDP socket, udp_fd */
 };
 
 #define LISTEN_LABEL_MAX 96
@@ -28,7 +29,12 @@ struct listen_addr {
     int port;
     char label[LISTEN_LABEL_MAX]; /* "https 127.0.0.1:8443" */
     int *fds;                     /* one bound socket per worker, -1 once handed over */
+    int udp_fd; /* LISTEN_DNS: the one UDP socket (no SO_REUSEPORT: nobody can join it), bound
+                   by listen_bind_all, taken by the worker of listen_udp_worker(); else -1 */
 };
+
+/* The worker that serves the UDP socket of the i-th DNS listener. */
+int listen_udp_worker(size_t i, int nworkers);
 
 /*
  * Parses "host:port" or "[v6]:port" (host an IP literal) into out (kind, ss, port, label).
@@ -39,7 +45,10 @@ int listen_parse_addr(const char *s, enum listen_kind kind, struct listen_addr *
 
 /* Binds nworkers sockets for every listener (the first without SO_REUSEPORT, the rest with
  * it; IPV6_V6ONLY for v6), without listen(): the kernel accepts nothing yet. An address
- * something already listens on fails here. 0 or -1 + err (the caller exits 4); on failure
+ * something already listens on fails here. A DNS listener also gets its UDP socket, bound
+ * without SO_REUSEADDR or SO_REUSEPORT, so a UDP socket anything else holds on an overlapping
+ * address fails it too; it receives the query's destination address (IP_PKTINFO,
+ * IPV6_RECVPKTINFO). 0 or -1 + err (the caller exits 4); on failure
  * every socket bound so far is closed. */
 int listen_bind_all(struct listen_addr *addrs, size_t naddrs, int nworkers, char *err,
                     size_t errlen);

@@ -40,6 +40,7 @@ struct metrics_slot {
     _Atomic uint64_t conn_close;
     _Atomic uint64_t tls_handshakes;
     _Atomic uint64_t upstream_errors[METRICS_UE_COUNT];
+    _Atomic uint64_t dns_queries[DNSMSG_T_COUNT][DNSMSG_R_COUNT];
     _Atomic uint64_t duration_buckets[METRICS_NBUCKETS + 1]; /* per bucket, last is +Inf */
     _Atomic uint64_t duration_sum_ns;
     /* index VG_METRICS_MAX_SECRETS is "(other)" */
@@ -229,6 +230,14 @@ void metrics_upstream_error(int worker, enum metrics_upstream_error kind)
         inc(&s->upstream_errors[kind], 1);
 }
 
+void metrics_dns_query(int worker, enum dnsmsg_type type, enum dnsmsg_rcode rcode)
+{
+    struct metrics_slot *s = slot_of(worker);
+
+    if (s != NULL && (unsigned)type < DNSMSG_T_COUNT && (unsigned)rcode < DNSMSG_R_COUNT)
+        inc(&s->dns_queries[type][rcode], 1);
+}
+
 /* ---- rendering ---- */
 
 struct buf {
@@ -331,6 +340,18 @@ static void render_injections(struct buf *b)
                    (unsigned long long)other);
 }
 
+static void render_dns(struct buf *b)
+{
+    header(b, "dns_queries_total", "counter", "DNS queries answered, by type and rcode.");
+    for (int t = 0; t < DNSMSG_T_COUNT; t++) {
+        for (int r = 0; r < DNSMSG_R_COUNT; r++)
+            buf_printf(b, "vaultgate_dns_queries_total{type=\"%s\",rcode=\"%s\"} %llu\n",
+                       dnsmsg_type_name((enum dnsmsg_type)t),
+                       dnsmsg_rcode_name((enum dnsmsg_rcode)r),
+                       (unsigned long long)SUM_AT(dns_queries, t * DNSMSG_R_COUNT + r));
+    }
+}
+
 static void render_histogram(struct buf *b)
 {
     uint64_t cum = 0;
@@ -396,6 +417,7 @@ char *metrics_render(const struct metrics_extra *extra, size_t *len)
     for (int k = 0; k < METRICS_UE_COUNT; k++)
         buf_printf(&b, "vaultgate_upstream_errors_total{kind=\"%s\"} %llu\n", ue_names[k],
                    (unsigned long long)SUM_AT(upstream_errors, k));
+    render_dns(&b);
     render_histogram(&b);
     if (b.failed) {
         free(b.p);

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proxy/dnsmsg.h"
+
 enum metrics_decision {
     METRICS_D_INJECT = 0,
     METRICS_D_ALLOW,
@@ -41,6 +43,8 @@ void metrics_conn_open(int worker);
 void metrics_conn_close(int worker);
 void metrics_tls_handshake(int worker);
 void metrics_upstream_error(int worker, enum metrics_upstream_error kind);
+/* One answered DNS query (SPEC §12): its type and rcode, never its name. */
+void metrics_dns_query(int worker, enum dnsmsg_type type, enum dnsmsg_rcode rcode);
 
 /* The kind an upstream_get() failure counts as (enum upstream_err of upstream.h). */
 enum metrics_upstream_error metrics_upstream_kind(int upstream_err);

@@ -12,6 +12,7 @@
 #include "proxy/reason.h"
 #include "audit/log.h"
 #include "common/caps.h"
+#include "proxy/dns.h"
 #include "proxy/h1conn.h"
 #include "proxy/h2up.h"
 #include "proxy/exchange.h"
@@ -165,6 +166,10 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     int active = atomic_load(&sh->active_conns);
 
     (void)l;
+    if (s->la->kind == LISTEN_DNS) {
+        dns_accept(s->w, s->la, fd); /* bounded by dns.c's own per-worker cap */
+        return;
+    }
     if (active < sh->max_conns) {
         h1conn_accept(s->w, s->la, fd, sa, salen);
         return;
@@ -203,6 +208,7 @@ static void accept_error_cb(struct evconnlistener *l, void *arg)
 
 static void worker_free_listeners(struct worker *w)
 {
+    dns_worker_stop(w);
     for (size_t i = 0; i < w->nlevs; i++) {
         if (w->levs[i] != NULL)
             evconnlistener_free(w->levs[i]);
@@ -381,6 +387,8 @@ static int worker_init(struct worker *w, struct worker_shared *sh, int id, char 
         w->nlevs = i + 1;
         evconnlistener_set_error_cb(w->levs[i], accept_error_cb);
     }
+    if (dns_worker_start(w, err, errlen) < 0)
+        goto out;
     ret = 0;
 out:
     if (ret < 0 && err[0] == '\0')

@@ -21,6 +21,7 @@
 
 #include "common/timeouts.h"
 #include "policy/policy.h"
+#include "proxy/dns.h"
 #include "proxy/listen.h"
 
 struct event_base;
@@ -49,6 +50,7 @@ struct worker_shared {
     int max_conns; /* connections past this are answered 503 (VG_CONN_BUSY_RESERVE), then closed */
     struct vg_timeouts timeouts; /* SPEC §4, --timeout */
     struct oauth *oauth;         /* the OAuth token manager (proxy/oauth.h), or NULL */
+    struct dns_answers dns;      /* --dns-answer (proxy/dns.h) */
 
     pthread_mutex_t policy_lock;
     struct policy *policy; /* current snapshot; the shared structure holds one reference */
@@ -97,6 +99,7 @@ struct worker {
     void *parked;   /* exchanges waiting for a token (exchange_cred.c's list head) */
     void *masks;    /* maskers kept between requests (exchange.c's cache) */
     void *h1_spare; /* request parsers and stage buffers of idle connections (h1conn.c's) */
+    void *dns;      /* the DNS listeners' sockets and query connections (dns.c's) */
     bool draining;
     uint64_t limit_refused; /* over-limit connections since the last conn_limit log line */
     int64_t limit_logged;   /* CLOCK_MONOTONIC second of that line */

@@ -2,12 +2,17 @@
  * cmd_nft.c - `vaultgate nft`: the nftables ruleset for catch-all routing (SPEC §9).
  *
  * Renders one table, `inet vaultgate`, for either enforcement point:
- *   --where gateway  the namespace that routes the sandbox: TCP 80/443 from the sandbox is
- *                    redirected to vaultgate's listeners, everything else it forwards is dropped
- *                    except DNS to --dns, and it reaches nothing on the gateway itself but the
- *                    listeners (and DNS).
- *   --where sandbox  the sandbox's own namespace: its TCP 80/443 is DNATed to --proxy-ip, all
- *                    other output except DNS and loopback is dropped.
+ *   --where gateway  the namespace that routes the sandbox: TCP 80/443 from the sandbox, of
+ *                    either family, is redirected to vaultgate's listeners (and with
+ *                    --dns-redirect every DNS packet to its DNS listener); it reaches nothing on
+ *                    the gateway itself but those, and nothing is forwarded but DNS to --dns.
+ *   --where sandbox  the sandbox's own namespace: its TCP 80/443 (and DNS with --dns-redirect)
+ *                    is DNATed to --proxy-ip, and IPv6 to --proxy-ip6; all other output but
+ *                    loopback and DNS to --dns is refused or dropped.
+ * In both, every other UDP packet is refused with ICMP administratively prohibited (QUIC falls
+ * back to TCP at once instead of waiting), and in the sandbox a family with no proxy address is
+ * refused at once (TCP reset, ICMP otherwise), so clients fall back to the other; what is
+ * refused or dropped is counted in named counters.
  * The ruleset begins by creating and deleting the table, so applying it again replaces it in
  * one atomic transaction. Every value put into the ruleset is validated first (addresses parsed,
  * ports numeric, interface names from a fixed charset): nothing from the command line is pasted
@@ -35,10 +40,12 @@ struct nft_opts {
     int gateway; /* 1 gateway, 0 sandbox */
     char proxy_ip[INET6_ADDRSTRLEN];
     int proxy_v6;
+    char proxy_ip6[INET6_ADDRSTRLEN]; /* --proxy-ip6 (sandbox): IPv6 goes there too */
     int https_port;
     int http_port;
     char dns[INET6_ADDRSTRLEN];
     int dns_v6;
+    int dns_redirect; /* --dns-redirect PORT, 0 when not given */
     const char *sandbox_if;
     bool apply;
 };
@@ -72,21 +79,28 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: vaultgate nft --vault FILE [--where gateway|sandbox] [--proxy-ip IP]\n"
-            "                     [--https-port N] [--http-port N] [--dns IP]\n"
-            "                     [--sandbox-if IFNAME] [--apply]\n"
+            "                     [--proxy-ip6 IP6] [--https-port N] [--http-port N]\n"
+            "                     [--dns-redirect PORT | --dns IP] [--sandbox-if IFNAME]\n"
+            "                     [--apply]\n"
             "\n"
             "Prints (or, with --apply, installs with `nft -f -`) the nftables ruleset that makes\n"
             "vaultgate the only way out of a sandbox (table inet vaultgate; re-applying replaces\n"
             "it).\n"
             "  --where gateway   (default) for the namespace routing the sandbox's traffic:\n"
-            "                    redirect TCP 80/443 from the sandbox to the listeners, drop the\n"
-            "                    rest except DNS to --dns. --sandbox-if names the interface the\n"
-            "                    sandbox's traffic arrives on (default: every interface but lo).\n"
-            "  --where sandbox   for the sandbox's own namespace: DNAT TCP 80/443 to --proxy-ip,\n"
-            "                    drop all other output except DNS to --dns and loopback.\n"
+            "                    redirect TCP 80/443 (IPv4 and IPv6) from the sandbox to the\n"
+            "                    listeners, refuse other UDP, drop the rest. --sandbox-if names\n"
+            "                    the interface the sandbox's traffic arrives on (default: every\n"
+            "                    interface but lo).\n"
+            "  --where sandbox   for the sandbox's own namespace: DNAT TCP 80/443 to --proxy-ip\n"
+            "                    (and --proxy-ip6), refuse other UDP and IPv6 with no proxy\n"
+            "                    address, drop the rest of the output except loopback.\n"
+            "  --proxy-ip6 IP6   (sandbox) vaultgate's IPv6 address; without it IPv6 is refused\n"
             "  --https-port N    vaultgate's TLS listener port (default 8443)\n"
             "  --http-port N     vaultgate's plain-HTTP listener port (default 8080)\n"
-            "  --dns IP          the one resolver the sandbox may reach (UDP and TCP 53)\n"
+            "  --dns-redirect PORT  every DNS packet of the sandbox (UDP and TCP 53, any\n"
+            "                    address) goes to vaultgate's DNS listener on PORT\n"
+            "  --dns IP          instead: the one resolver the sandbox may reach (UDP and TCP\n"
+            "                    53); names looked up there can carry data out\n"
             "  --apply           run `nft -f -`; exit 4 if that fails\n");
 }
 
@@ -128,77 +142,199 @@ static int valid_ifname(const char *s)
     return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.@") == n;
 }
 
+/* The two families of the ruleset, with what `nft` calls each in its matches and rejects. */
+struct nft_family {
+    const char *nfproto; /* "ipv4" */
+    const char *addr;    /* "ip": `ip daddr`, `dnat ip to` */
+    const char *icmp;    /* "icmp": `reject with icmp type admin-prohibited` */
+};
+
+static const struct nft_family nft_families[2] = {
+    {"ipv4", "ip", "icmp"},
+    {"ipv6", "ip6", "icmpv6"},
+};
+
+/* Every UDP packet that reaches this rule is answered with ICMP administratively prohibited
+ * (QUIC falls back to TCP at once) and counted in rejected_udp; from is "" or a match plus a
+ * space. */
+static void emit_udp_reject(struct nft_buf *b, const char *from, const char *indent)
+{
+    for (int i = 0; i < 2; i++) {
+        const struct nft_family *f = &nft_families[i];
+
+        emit(b,
+             "%s%smeta nfproto %s meta l4proto udp counter name rejected_udp reject with %s "
+             "type admin-prohibited\n",
+             indent, from, f->nfproto, f->icmp);
+    }
+}
+
 static void render_gateway(struct nft_buf *b, const struct nft_opts *o)
 {
     char from[64];
     const char *fam = o->dns_v6 ? "ip6" : "ip";
 
     if (o->sandbox_if != NULL)
-        snprintf(from, sizeof(from), "iifname \"%s\"", o->sandbox_if);
+        snprintf(from, sizeof(from), "iifname \"%s\" ", o->sandbox_if);
     else
-        snprintf(from, sizeof(from), "iifname != \"lo\"");
+        snprintf(from, sizeof(from), "iifname != \"lo\" ");
 
     emit(b, "table inet vaultgate {\n");
-    emit(b, "\t# Packets from the sandbox that matched no allowed path.\n");
-    emit(b, "\tcounter dropped_forward { }\n\tcounter dropped_input { }\n\n");
-    emit(b, "\t# Every TCP connection to 80/443 from the sandbox lands on vaultgate.\n");
+    emit(b, "\t# Packets from the sandbox that matched no allowed path: TCP and the rest dropped,\n"
+            "\t# UDP refused with ICMP administratively prohibited.\n");
+    emit(b, "\tcounter dropped_forward { }\n\tcounter dropped_input { }\n");
+    emit(b, "\tcounter rejected_udp { }\n\n");
+    emit(b,
+         "\t# Every TCP connection to 80/443 from the sandbox lands on vaultgate, over IPv4\n"
+         "\t# and IPv6%s.\n",
+         o->dns_redirect != 0 ? ", and so does every DNS packet, whatever address it named" : "");
     emit(b, "\tchain prerouting {\n");
     emit(b, "\t\ttype nat hook prerouting priority -100; policy accept;\n");
-    emit(b, "\t\t%s tcp dport 443 counter redirect to :%d\n", from, o->https_port);
-    emit(b, "\t\t%s tcp dport 80 counter redirect to :%d\n", from, o->http_port);
+    emit(b, "\t\t%stcp dport 443 counter redirect to :%d\n", from, o->https_port);
+    emit(b, "\t\t%stcp dport 80 counter redirect to :%d\n", from, o->http_port);
+    if (o->dns_redirect != 0) {
+        emit(b, "\t\t%sudp dport 53 counter redirect to :%d\n", from, o->dns_redirect);
+        emit(b, "\t\t%stcp dport 53 counter redirect to :%d\n", from, o->dns_redirect);
+    }
     emit(b, "\t}\n\n");
-    emit(b, "\t# The sandbox reaches nothing on this host but the listeners (and DNS).\n");
+    emit(b, "\t# The sandbox reaches nothing on this host but the listeners (and DNS); IPv6\n"
+            "\t# neighbour discovery is answered, so IPv6 is refused or redirected, never lost.\n");
     emit(b, "\tchain input {\n");
     emit(b, "\t\ttype filter hook input priority filter; policy accept;\n");
-    emit(b, "\t\t%s ct state established,related accept\n", from);
-    emit(b, "\t\t%s tcp dport { %d, %d } ct status dnat accept\n", from, o->https_port,
+    emit(b, "\t\t%sct state established,related accept\n", from);
+    emit(b,
+         "\t\t%sicmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit } "
+         "accept\n",
+         from);
+    emit(b, "\t\t%stcp dport { %d, %d } ct status dnat accept\n", from, o->https_port,
          o->http_port);
+    if (o->dns_redirect != 0)
+        emit(b, "\t\t%smeta l4proto { tcp, udp } th dport %d ct status dnat accept\n", from,
+             o->dns_redirect);
     if (o->dns[0] != '\0') {
-        emit(b, "\t\t%s %s daddr %s udp dport 53 accept\n", from, fam, o->dns);
-        emit(b, "\t\t%s %s daddr %s tcp dport 53 accept\n", from, fam, o->dns);
+        emit(b, "\t\t%s%s daddr %s udp dport 53 accept\n", from, fam, o->dns);
+        emit(b, "\t\t%s%s daddr %s tcp dport 53 accept\n", from, fam, o->dns);
     }
-    emit(b, "\t\t%s counter name dropped_input drop\n", from);
+    emit_udp_reject(b, from, "\t\t");
+    emit(b, "\t\t%scounter name dropped_input drop\n", from);
     emit(b, "\t}\n\n");
-    emit(b, "\t# Nothing from the sandbox is forwarded but DNS to the one resolver.\n");
+    emit(b, "\t# Nothing from the sandbox is forwarded%s.\n",
+         o->dns[0] != '\0' ? " but DNS to the one resolver" : "");
     emit(b, "\tchain forward {\n");
     emit(b, "\t\ttype filter hook forward priority filter; policy accept;\n");
     if (o->dns[0] != '\0') {
-        emit(b, "\t\t%s %s daddr %s udp dport 53 accept\n", from, fam, o->dns);
-        emit(b, "\t\t%s %s daddr %s tcp dport 53 accept\n", from, fam, o->dns);
+        emit(b, "\t\t%s%s daddr %s udp dport 53 accept\n", from, fam, o->dns);
+        emit(b, "\t\t%s%s daddr %s tcp dport 53 accept\n", from, fam, o->dns);
     }
-    emit(b, "\t\t%s counter name dropped_forward drop\n", from);
+    emit_udp_reject(b, from, "\t\t");
+    emit(b, "\t\t%scounter name dropped_forward drop\n", from);
     emit(b, "\t}\n}\n");
+}
+
+/*
+ * Where the sandbox's traffic of family i (0 IPv4, 1 IPv6) is sent: --proxy-ip when it is of
+ * that family, else --proxy-ip6 for IPv6; NULL when that family has nowhere to go (and is
+ * refused).
+ */
+static const char *sandbox_target(const struct nft_opts *o, int i)
+{
+    if (o->proxy_v6 == i)
+        return o->proxy_ip;
+    if (i == 1 && o->proxy_ip6[0] != '\0')
+        return o->proxy_ip6;
+    return NULL;
+}
+
+/* output_nat's rules for family i: TCP 80/443 (and DNS with --dns-redirect) to the target. */
+static void sandbox_nat(struct nft_buf *b, const struct nft_opts *o, int i)
+{
+    const struct nft_family *f = &nft_families[i];
+    const char *t = sandbox_target(o, i), *l = i ? "[" : "", *r = i ? "]" : "";
+
+    if (t == NULL)
+        return;
+    emit(b, "\t\tmeta nfproto %s tcp dport 443 counter dnat %s to %s%s%s:%d\n", f->nfproto, f->addr,
+         l, t, r, o->https_port);
+    emit(b, "\t\tmeta nfproto %s tcp dport 80 counter dnat %s to %s%s%s:%d\n", f->nfproto, f->addr,
+         l, t, r, o->http_port);
+    if (o->dns_redirect == 0)
+        return;
+    emit(b, "\t\tmeta nfproto %s udp dport 53 counter dnat %s to %s%s%s:%d\n", f->nfproto, f->addr,
+         l, t, r, o->dns_redirect);
+    emit(b, "\t\tmeta nfproto %s tcp dport 53 counter dnat %s to %s%s%s:%d\n", f->nfproto, f->addr,
+         l, t, r, o->dns_redirect);
+}
+
+/* output_filter's accepts for family i: the proxy's ports (and, for IPv6, the neighbour
+ * discovery that reaching it needs, on the link only). */
+static void sandbox_accept(struct nft_buf *b, const struct nft_opts *o, int i)
+{
+    const struct nft_family *f = &nft_families[i];
+    const char *t = sandbox_target(o, i);
+
+    if (t == NULL)
+        return;
+    if (i == 1)
+        emit(b,
+             "\t\tip6 daddr { fe80::/10, ff02::/16, %s } icmpv6 type { nd-neighbor-solicit, "
+             "nd-neighbor-advert, nd-router-solicit } accept\n",
+             t);
+    emit(b, "\t\t%s daddr %s tcp dport { %d, %d } accept\n", f->addr, t, o->https_port,
+         o->http_port);
+    if (o->dns_redirect != 0)
+        emit(b, "\t\t%s daddr %s meta l4proto { tcp, udp } th dport %d accept\n", f->addr, t,
+             o->dns_redirect);
+}
+
+/* A family with nowhere to go is refused at once, so clients fall back to the other. */
+static void sandbox_refuse(struct nft_buf *b, const struct nft_opts *o, int i)
+{
+    const struct nft_family *f = &nft_families[i];
+
+    if (sandbox_target(o, i) != NULL)
+        return;
+    emit(b,
+         "\t\tmeta nfproto %s meta l4proto tcp counter name rejected_%s reject with tcp "
+         "reset\n",
+         f->nfproto, f->nfproto);
+    emit(b, "\t\tmeta nfproto %s counter name rejected_%s reject with %s type admin-prohibited\n",
+         f->nfproto, f->nfproto, f->icmp);
 }
 
 static void render_sandbox(struct nft_buf *b, const struct nft_opts *o)
 {
-    const char *pfam = o->proxy_v6 ? "ip6" : "ip";
     const char *dfam = o->dns_v6 ? "ip6" : "ip";
-    const char *nat = o->proxy_v6 ? "ip6" : "ip";
-    int v6 = o->proxy_v6;
 
     emit(b, "table inet vaultgate {\n");
-    emit(b, "\tcounter dropped_output { }\n\n");
-    emit(b, "\t# This namespace's TCP 80/443 goes to vaultgate, whatever address it named.\n");
+    emit(b, "\tcounter dropped_output { }\n\tcounter rejected_udp { }\n");
+    for (int i = 0; i < 2; i++)
+        if (sandbox_target(o, i) == NULL)
+            emit(b, "\tcounter rejected_%s { }\n", nft_families[i].nfproto);
+    emit(
+        b,
+        "\n\t# TCP 80/443%s leaving this namespace go to vaultgate, whatever address they named.\n",
+        o->dns_redirect != 0 ? " and DNS" : "");
     emit(b, "\tchain output_nat {\n");
     emit(b, "\t\ttype nat hook output priority -100; policy accept;\n");
     emit(b, "\t\toifname \"lo\" accept\n");
-    emit(b, "\t\tmeta nfproto %s tcp dport 443 counter dnat %s to %s%s%s:%d\n",
-         v6 ? "ipv6" : "ipv4", nat, v6 ? "[" : "", o->proxy_ip, v6 ? "]" : "", o->https_port);
-    emit(b, "\t\tmeta nfproto %s tcp dport 80 counter dnat %s to %s%s%s:%d\n", v6 ? "ipv6" : "ipv4",
-         nat, v6 ? "[" : "", o->proxy_ip, v6 ? "]" : "", o->http_port);
+    sandbox_nat(b, o, 0);
+    sandbox_nat(b, o, 1);
     emit(b, "\t}\n\n");
-    emit(b, "\t# Everything else leaving this namespace is dropped and counted.\n");
+    emit(b, "\t# Everything else leaving this namespace is refused (UDP, and a family with no\n"
+            "\t# proxy address) or dropped, and counted.\n");
     emit(b, "\tchain output_filter {\n");
     emit(b, "\t\ttype filter hook output priority filter; policy drop;\n");
     emit(b, "\t\toifname \"lo\" accept\n");
     emit(b, "\t\tct state established,related accept\n");
-    emit(b, "\t\t%s daddr %s tcp dport { %d, %d } accept\n", pfam, o->proxy_ip, o->https_port,
-         o->http_port);
+    sandbox_accept(b, o, 0);
+    sandbox_accept(b, o, 1);
     if (o->dns[0] != '\0') {
         emit(b, "\t\t%s daddr %s udp dport 53 accept\n", dfam, o->dns);
         emit(b, "\t\t%s daddr %s tcp dport 53 accept\n", dfam, o->dns);
     }
+    emit_udp_reject(b, "", "\t\t");
+    sandbox_refuse(b, o, 0);
+    sandbox_refuse(b, o, 1);
     emit(b, "\t\tcounter name dropped_output drop\n");
     emit(b, "\t}\n}\n");
 }
@@ -347,6 +483,18 @@ static int set_proxy_ip(void *arg, const char *v)
     return set_ip("--proxy-ip", v, o->proxy_ip, sizeof(o->proxy_ip), &o->proxy_v6);
 }
 
+static int set_proxy_ip6(void *arg, const char *v)
+{
+    struct nft_opts *o = arg;
+    int v6 = 0;
+
+    if (parse_ip(v, o->proxy_ip6, sizeof(o->proxy_ip6), &v6) != 0 || !v6) {
+        o->proxy_ip6[0] = '\0';
+        return cli_usage_error("nft", "--proxy-ip6: not an IPv6 address");
+    }
+    return 0;
+}
+
 static int set_dns(void *arg, const char *v)
 {
     struct nft_opts *o = arg;
@@ -372,6 +520,11 @@ static int set_http_port(void *arg, const char *v)
     return set_port("--http-port", v, &((struct nft_opts *)arg)->http_port);
 }
 
+static int set_dns_redirect(void *arg, const char *v)
+{
+    return set_port("--dns-redirect", v, &((struct nft_opts *)arg)->dns_redirect);
+}
+
 static int set_sandbox_if(void *arg, const char *v)
 {
     struct nft_opts *o = arg;
@@ -386,9 +539,11 @@ static const struct cli_opt nft_table[] = {
     {"--vault", CLI_STR, .off = offsetof(struct nft_opts, vault)},
     {"--where", CLI_SET, .set = set_where},
     {"--proxy-ip", CLI_SET, .set = set_proxy_ip},
+    {"--proxy-ip6", CLI_SET, .set = set_proxy_ip6},
     {"--https-port", CLI_SET, .set = set_https_port},
     {"--http-port", CLI_SET, .set = set_http_port},
     {"--dns", CLI_SET, .set = set_dns},
+    {"--dns-redirect", CLI_SET, .set = set_dns_redirect},
     {"--sandbox-if", CLI_SET, .set = set_sandbox_if},
     {"--apply", CLI_FLAG, .off = offsetof(struct nft_opts, apply)},
     {0},
@@ -406,6 +561,13 @@ static int parse_opts(int argc, char **argv, struct nft_opts *o, int *rc)
         *rc = cli_usage_error("nft", "--vault is required");
     else if (!o->gateway && o->proxy_ip[0] == '\0')
         *rc = cli_usage_error("nft", "--where sandbox needs --proxy-ip");
+    else if (o->dns[0] != '\0' && o->dns_redirect != 0)
+        *rc = cli_usage_error("nft", "--dns and --dns-redirect: give one of them");
+    else if (o->gateway && o->proxy_ip6[0] != '\0')
+        *rc = cli_usage_error("nft", "--proxy-ip6: only with --where sandbox (the gateway "
+                                     "redirects IPv6 as it is)");
+    else if (o->proxy_v6 && o->proxy_ip6[0] != '\0')
+        *rc = cli_usage_error("nft", "--proxy-ip6: --proxy-ip is already IPv6");
     else
         return 0;
     return -1;
@@ -458,6 +620,12 @@ int cmd_nft(int argc, char **argv)
     if (mode == POLICY_MODE_DEFAULT)
         fprintf(stderr, "vaultgate nft: note: the vault needs only default routing; catch-all "
                         "routing enforces it all the same\n");
+    else if (o.dns[0] != '\0')
+        fprintf(stderr,
+                "vaultgate nft: warning: DNS to %s can carry data out of the sandbox (the names "
+                "it looks up reach whoever serves their zones); --dns-redirect PORT keeps DNS "
+                "on vaultgate\n",
+                o.dns);
     if (!o.apply) {
         fwrite(b->text, 1, b->len, stdout);
         rc = EXIT_OK;

@@ -7,7 +7,7 @@ ruleset from `vaultgate nft --apply` redirects the sandbox's 80/443. From the sa
 - TLS to an arbitrary address with SNI of a rule host gets the injected request upstream;
 - SNI of an unlisted host under a block default gets a readable 403 (the CA is unconstrained)
   and a blocked_host_log row; plain HTTP on 80 likewise;
-- TCP 22 and UDP other than DNS do not leave (and are counted);
+- TCP 22 and UDP other than DNS do not leave (dropped and refused, and counted);
 - TLS without SNI is refused and recorded under the original destination address;
 - `vaultgate probe` passes, and fails once the ruleset is deleted.
 The addresses exist only inside the namespaces this case creates; the gateway's uplink is a
@@ -68,16 +68,23 @@ try:
                                        "192.0.2.79", 80)
     t.check(rc == 0 and code == "403", "unlisted plain host: rc=%d code=%s %s" % (rc, code, err))
 
-    # 4. TCP 22 and UDP 9999 do not leave; the drops are counted.
+    # 4. TCP 22 and UDP 9999 do not leave; the TCP is dropped, the UDP refused (ICMP), and
+    #    both are counted.
     r = topo.sb(sys.executable, "-c", "import socket; socket.create_connection(('192.0.2.80', 22),"
                 " timeout=2)", check=False)
     t.check(r.returncode != 0, "TCP 22 from the sandbox connected")
     topo.sb(sys.executable, "-c", "import socket; s=socket.socket(socket.AF_INET, "
             "socket.SOCK_DGRAM); [s.sendto(b'x', ('192.0.2.81', 9999)) for _ in range(3)]")
-    r = subprocess.run(["nft", "-j", "list", "counter", "inet", "vaultgate", "dropped_forward"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    pk = [o["counter"]["packets"] for o in json.loads(r.stdout)["nftables"] if "counter" in o]
-    t.check(pk and pk[0] >= 4, "dropped_forward counter: %r" % pk)
+
+    def packets(name):
+        r = subprocess.run(["nft", "-j", "list", "counter", "inet", "vaultgate", name],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return [o["counter"]["packets"] for o in json.loads(r.stdout)["nftables"]
+                if "counter" in o]
+    pk = packets("dropped_forward")
+    t.check(pk and pk[0] >= 1, "dropped_forward counter: %r" % pk)
+    pk = packets("rejected_udp")
+    t.check(pk and pk[0] >= 3, "rejected_udp counter: %r" % pk)
 
     # 5. TLS without SNI: refused, and recorded under the address the sandbox dialled
     #    (SO_ORIGINAL_DST), which is never dialled by vaultgate.

@@ -16,6 +16,10 @@ SANDBOX_ADDR = "10.231.0.2"
 GATEWAY_ADDR = "10.231.0.1"
 UPLINK_ADDR = "10.231.1.1"
 PREFIX = 30
+# IPv6 on the same link, from a unique-local prefix (add_ipv6())
+SANDBOX_ADDR6 = "fd00:231::2"
+GATEWAY_ADDR6 = "fd00:231::1"
+PREFIX6 = 64
 
 
 CLONE_NEWNET = 0x40000000
@@ -86,6 +90,18 @@ class Topology:
         self.gw("ip", "route", "add", "default", "dev", "vgup0")
         # The redirect lands on 127.0.0.1-bound listeners only with route_localnet; the tests
         # bind 0.0.0.0, as docs/gateway.md tells operators to.
+
+    def add_ipv6(self):
+        """IPv6 beside IPv4: addresses on the veth pair (without duplicate address detection,
+        so they are usable at once), the sandbox's default route through the gateway, and the
+        gateway forwarding IPv6 to its dead-end uplink, as it does IPv4."""
+        self.sb("ip", "-6", "addr", "add", "%s/%d" % (SANDBOX_ADDR6, PREFIX6), "dev", self.sb_if,
+                "nodad")
+        self.gw("ip", "-6", "addr", "add", "%s/%d" % (GATEWAY_ADDR6, PREFIX6), "dev", self.gw_if,
+                "nodad")
+        self.sb("ip", "-6", "route", "add", "default", "via", GATEWAY_ADDR6)
+        self.gw("sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+        self.gw("ip", "-6", "route", "add", "default", "dev", "vgup0")
 
     def exec_args(self, ns, args):
         return ["ip", "netns", "exec", ns] + list(args)

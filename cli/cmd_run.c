@@ -5,8 +5,9 @@
  * Guarantees: fail closed - the vault (exit 3), the CA, the listeners, the admin API and the
  * audit store (exit 4) all exist before the first worker accepts a connection; a command-line
  * error prints one line naming the option and exits 2; no listener is in the listening state
- * before the last of them succeeded. The process is not dumpable (also after --user) and writes
- * no core. Signals are taken by the main thread alone (cli/signals.h has the table):
+ * before the last of them succeeded, and the admin API answers nothing (not even /healthz)
+ * before every worker's loop accepts on them. The process is not dumpable (also after --user) and
+ * writes no core. Signals are taken by the main thread alone (cli/signals.h has the table):
  * SIGTERM, SIGINT, SIGQUIT (and SIGXCPU, SIGPWR) stop accepting, let requests in flight finish
  * for at most VG_STOP_GRACE_SECONDS, flush the audit store and exit 0; SIGUSR1, SIGUSR2 and the
  * other signals that would end the process by default are logged and change nothing; SIGPIPE is
@@ -635,7 +636,10 @@ static int run_setup_listeners(struct run_state *rs, char *err, size_t errlen)
     return 0;
 }
 
-/* Start-up warnings, then the admin API with the status/ready/metrics callbacks. 0 or -1. */
+/*
+ * Start-up warnings, then the admin API's socket with the status/ready/metrics callbacks: bound
+ * and listening (a taken address fails the start), answering nothing until admin_serve.
+ */
 static int run_setup_admin(struct run_state *rs, char *err, size_t errlen)
 {
     struct run_opts *o = rs->o;
@@ -655,7 +659,7 @@ static int run_setup_admin(struct run_state *rs, char *err, size_t errlen)
     ops.ca_pem_len = rs->pemlen;
     ops.audit_url = rs->audit_url;
     ops.run_id = rs->run_id;
-    rs->admin = admin_start(o->admin, &ops, err, errlen);
+    rs->admin = admin_open(o->admin, &ops, err, errlen);
     return rs->admin != NULL ? 0 : -1;
 }
 
@@ -703,7 +707,12 @@ static int run_setup(struct run_state *rs, char *err, size_t errlen)
         return EXIT_ENFORCE;
     timefmt_iso8601(timefmt_now_ms(), rs->started_at, sizeof(rs->started_at));
     rs->workers = worker_start_all(&rs->sh, err, errlen);
-    return rs->workers != NULL ? 0 : EXIT_RUNTIME;
+    if (rs->workers == NULL)
+        return EXIT_RUNTIME;
+    /* every listener accepts now (worker_start_all waited for the loops): only now does the
+     * admin API answer, so /healthz never speaks before the listeners do (SPEC §7) */
+    atomic_store(&rs->serving, 1);
+    return admin_serve(rs->admin, err, errlen) == 0 ? 0 : EXIT_RUNTIME;
 }
 
 /* Frees whatever run_setup() built, in reverse order. */
@@ -768,7 +777,6 @@ int cmd_run(int argc, char **argv)
 
     rc = run_setup(&rs, err, sizeof(err));
     if (rc == 0) {
-        atomic_store(&rs.serving, 1);
         log_start(&rs);
         rc = wait_signals(&rs, &set);
         atomic_store(&rs.serving, 0);

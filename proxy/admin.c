@@ -7,7 +7,10 @@
  * /metrics render never stalls traffic. --admin takes IP literals and localhost only (never a
  * name resolved through DNS), and a non-loopback address only with --admin-allow-remote. A unix
  * socket is created mode 0660 before it listens and unlinked on stop only if it is still ours.
- * The thread starts with every signal blocked (signals belong to the main thread) and stops
+ * admin_open binds and listens (so a taken address fails the start before any traffic), but
+ * nothing is answered until admin_serve starts the thread: the caller does that once every
+ * listener accepts connections, and a request that came earlier waits in the backlog. The
+ * thread starts with every signal blocked (signals belong to the main thread) and stops
  * through a pipe, so stopping does not depend on libevent's thread support.
  */
 #include "proxy/admin_int.h"
@@ -345,12 +348,11 @@ void admin_stop(struct admin **ap)
     *ap = NULL;
 }
 
-struct admin *admin_start(const char *addr, const struct admin_ops *ops, char *err, size_t errlen)
+struct admin *admin_open(const char *addr, const struct admin_ops *ops, char *err, size_t errlen)
 {
     struct admin *ad = NULL;
     struct admin_addr a;
-    sigset_t all, old;
-    int fd = -1, rc;
+    int fd = -1;
 
     if (addr_parse(addr, true, &a, err, errlen) < 0)
         goto fail;
@@ -397,6 +399,19 @@ struct admin *admin_start(const char *addr, const struct admin_ops *ops, char *e
         goto fail;
     }
     evconnlistener_set_error_cb(ad->lev, admin_on_accept_error);
+    return ad;
+oom:
+    snprintf(err, errlen, "admin: out of memory");
+fail:
+    admin_stop(&ad);
+    return NULL;
+}
+
+int admin_serve(struct admin *ad, char *err, size_t errlen)
+{
+    sigset_t all, old;
+    int rc;
+
     /* Signals belong to the main thread. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -404,15 +419,10 @@ struct admin *admin_start(const char *addr, const struct admin_ops *ops, char *e
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         snprintf(err, errlen, "admin: cannot start thread: %s", strerror(rc));
-        goto fail;
+        return -1;
     }
     ad->running = true;
-    return ad;
-oom:
-    snprintf(err, errlen, "admin: out of memory");
-fail:
-    admin_stop(&ad);
-    return NULL;
+    return 0;
 }
 
 const char *admin_address(const struct admin *ad)

@@ -59,6 +59,7 @@ struct run_opts {
     const char *admin;
     const char *ca_out;
     const char *state_dir;
+    char state_dir_env[RUN_PATH_MAX]; /* the first of $STATE_DIRECTORY, when that is the default */
     bool admin_allow_remote;
     const char *audit;
     int audit_source; /* enum audit_source */
@@ -105,7 +106,8 @@ static void usage(FILE *out)
                  "  --admin ADDR           admin API (127.0.0.1:9090), or unix:/path\n"
                  "  --admin-allow-remote   allow a non-loopback --admin address\n"
                  "  --ca-out FILE          where the CA certificate goes (<state-dir>/ca.pem)\n"
-                 "  --state-dir DIR        state directory, created 0700 (./var)\n"
+                 "  --state-dir DIR        state directory, created 0711 ($STATE_DIRECTORY, "
+                 "else ./var)\n"
                  "  --audit URL            sqlite:PATH, postgresql://..., or off "
                  "(sqlite:<state-dir>/audit.db)\n"
                  "  --audit-source NAME    proxy or local-egress (proxy)\n"
@@ -208,6 +210,42 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     return 0;
 }
 
+/* 1 when the working directory is the root directory (where ./var is the system's /var). */
+static int cwd_is_root(void)
+{
+    struct stat cwd, root;
+
+    return stat(".", &cwd) == 0 && stat("/", &root) == 0 && cwd.st_dev == root.st_dev &&
+           cwd.st_ino == root.st_ino;
+}
+
+/*
+ * --state-dir's default (SPEC §2): $STATE_DIRECTORY when systemd sets it (the first directory
+ * of a colon-separated list), else ./var - but never the system's /var: started in / without
+ * either, it is a usage error. 0 or EXIT_USAGE.
+ */
+static int default_state_dir(struct run_opts *o)
+{
+    const char *env = getenv("STATE_DIRECTORY");
+    size_t n;
+
+    if (env != NULL && env[0] != '\0' && env[0] != ':') {
+        n = strcspn(env, ":");
+        if (n >= sizeof(o->state_dir_env))
+            return cli_usage_error(RUN_CMD, "--state-dir: $STATE_DIRECTORY is too long");
+        memcpy(o->state_dir_env, env, n);
+        o->state_dir_env[n] = '\0';
+        o->state_dir = o->state_dir_env;
+        return 0;
+    }
+    if (cwd_is_root())
+        return cli_usage_error(RUN_CMD, "--state-dir: started in / without --state-dir or "
+                                        "$STATE_DIRECTORY; the default ./var would be the "
+                                        "system's /var: give --state-dir DIR");
+    o->state_dir = "./var";
+    return 0;
+}
+
 /* Checks that need the whole option set; fills the defaults. 0 or EXIT_USAGE. */
 static int check_opts(struct run_opts *o, struct worker_shared *sh, struct upstream_config *uc,
                       char *buf, size_t buflen)
@@ -215,8 +253,8 @@ static int check_opts(struct run_opts *o, struct worker_shared *sh, struct upstr
     char err[512];
     size_t n = 0;
 
-    if (o->state_dir == NULL)
-        o->state_dir = "./var";
+    if (o->state_dir == NULL && default_state_dir(o) != 0)
+        return EXIT_USAGE;
     if (o->admin == NULL)
         o->admin = "127.0.0.1:9090";
     if (admin_addr_check(o->admin, o->admin_allow_remote, err, sizeof(err)) < 0)
@@ -432,16 +470,26 @@ static struct policy *load_vault(const char *path, double wait, char *err, size_
     }
 }
 
+/*
+ * The state directory, created 0711 when missing (SPEC §2): others cannot list it, but a sandbox
+ * user that is not root can read ca.pem and the trust files in it by name. What else goes in
+ * it is 0600 (the umask cmd_run sets); an existing directory keeps its mode.
+ */
 static int make_state_dir(const char *dir, const struct passwd *pw, char *err, size_t errlen)
 {
     struct stat st;
+    bool made = mkdir(dir, 0711) == 0;
 
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+    if (!made && errno != EEXIST) {
         snprintf(err, errlen, "state directory %s: %s", dir, strerror(errno));
         return -1;
     }
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         snprintf(err, errlen, "state directory %s: not a directory", dir);
+        return -1;
+    }
+    if (made && chmod(dir, 0711) != 0) { /* mkdir's mode went through the umask */
+        snprintf(err, errlen, "state directory %s: chmod: %s", dir, strerror(errno));
         return -1;
     }
     if (pw != NULL && chown(dir, pw->pw_uid, pw->pw_gid) != 0) {
@@ -766,6 +814,9 @@ int cmd_run(int argc, char **argv)
     signals_run_set(&set);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* files of the run are the run user's alone (the audit store and SQLite's -wal and -shm
+     * files take its mode); the public ones say 0644 themselves (ca.pem, ca_write_root) */
+    umask(077);
     harden();
     rs.sh.max_conns = o.max_conns > 0
                           ? o.max_conns

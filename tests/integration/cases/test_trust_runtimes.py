@@ -4,8 +4,8 @@ Go (when installed), Java, npm with an npmrc whose cafile lacks the run's root, 
 gRPC client (Debian's python3-grpcio with grpc.ssl_channel_credentials(), the default roots,
 calling a real grpcio server behind vaultgate) each reach an intercepted host through vaultgate with nothing in their environment but the printed
 lines (plus PATH and HOME), run as the unprivileged user nobody - so the bundle, the root copy,
-the truststore and the wgetrc are readable where a sandbox user reads them (vaultgate's state
-directory is 0700; the CA goes to a shared directory with --ca-out). Each runtime also runs once
+the truststore and the wgetrc are readable where a sandbox user reads them (here a shared
+directory given with --ca-out; the state directory, 0711, would do as well). Each runtime also runs once
 without the lines and must then fail verification, so no case passes by accident. Success is
 judged by the upstream: the runtime's own path arrives there only after the runtime verified
 vaultgate's certificate. Also: the note for a bundle inside a directory others cannot enter, the
@@ -192,15 +192,17 @@ def main():
     os.chmod(vg.vault_path, 0o600)
     vg.start()
     st = os.stat(vg.state)
-    t.check(st.st_mode & 0o777 == 0o700, "state dir mode %o" % (st.st_mode & 0o777))
+    t.check(st.st_mode & 0o777 == 0o711, "state dir mode %o" % (st.st_mode & 0o777))
 
-    # the default bundle beside a CA in the 0700 state directory: a note says who cannot read it
-    tmpca = os.path.join(vg.state, "ca-copy.pem")
+    # the default bundle beside a CA in a 0700 directory: a note says who cannot read it
+    private = os.path.join(d, "private")
+    os.makedirs(private, 0o700)
+    tmpca = os.path.join(private, "ca-copy.pem")
     shutil.copy(vg.ca, tmpca)
     p = subprocess.run([t.VG_BIN, "trust", "--ca", tmpca], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE)
     t.check(p.returncode == 0 and b"keeps other users out" in p.stderr and
-            vg.state.encode() in p.stderr, "no note for a 0700 directory: %r" % p.stderr)
+            private.encode() in p.stderr, "no note for a 0700 directory: %r" % p.stderr)
 
     p = subprocess.run([t.VG_BIN, "trust", "--ca", vg.ca], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE)

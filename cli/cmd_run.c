@@ -314,6 +314,13 @@ static int check_opts(struct run_opts *o, struct worker_shared *sh, struct upstr
     }
     if (n > VG_LISTENERS_MAX)
         return cli_usage_error(RUN_CMD, "more than %d listeners", VG_LISTENERS_MAX);
+    /* both would bind (neither listens yet), and the listener's listen() would then blame
+     * "another socket": say which two */
+    for (size_t i = 0; i < n; i++) {
+        if (admin_addr_overlaps(o->admin, &sh->addrs[i].ss))
+            return cli_usage_error(RUN_CMD, "--admin %s: the address of listener %s", o->admin,
+                                   sh->addrs[i].label);
+    }
     sh->naddrs = n;
     (void)buf;
     (void)buflen;

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
 
 #include <cjson/cJSON.h>
 
@@ -32,6 +33,12 @@ struct admin;
  * refused unless allow_remote. 0, or -1 with a one-line reason in err (the caller exits 2).
  */
 int admin_addr_check(const char *addr, bool allow_remote, char *err, size_t errlen);
+
+/*
+ * Whether the TCP admin address addr (already checked) would take the same port as the listener
+ * address ss: the same IP, or a wildcard on either side, same family. A unix socket never does.
+ */
+bool admin_addr_overlaps(const char *addr, const struct sockaddr_storage *ss);
 
 /*
  * Binds addr and listens, answering nothing yet: connections wait in the backlog until

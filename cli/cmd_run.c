@@ -5,8 +5,9 @@
  * Guarantees: fail closed - the vault (exit 3), the CA, the listeners, the admin API and the
  * audit store (exit 4) all exist before the first worker accepts a connection; a command-line
  * error prints one line naming the option and exits 2; no listener is in the listening state
- * before the last of them succeeded. The process is not dumpable (also after --user) and writes
- * no core. Signals are taken by the main thread alone (cli/signals.h has the table):
+ * before the last of them succeeded, and the admin API answers nothing (not even /healthz)
+ * before every worker's loop accepts on them. The process is not dumpable (also after --user) and
+ * writes no core. Signals are taken by the main thread alone (cli/signals.h has the table):
  * SIGTERM, SIGINT, SIGQUIT (and SIGXCPU, SIGPWR) stop accepting, let requests in flight finish
  * for at most VG_STOP_GRACE_SECONDS, flush the audit store and exit 0; SIGUSR1, SIGUSR2 and the
  * other signals that would end the process by default are logged and change nothing; SIGPIPE is
@@ -60,6 +61,7 @@ struct run_opts {
     const char *admin;
     const char *ca_out;
     const char *state_dir;
+    char state_dir_env[RUN_PATH_MAX]; /* the first of $STATE_DIRECTORY, when that is the default */
     bool admin_allow_remote;
     const char *audit;
     int audit_source; /* enum audit_source */
@@ -113,7 +115,8 @@ static void usage(FILE *out)
                  "  --admin ADDR           admin API (127.0.0.1:9090), or unix:/path\n"
                  "  --admin-allow-remote   allow a non-loopback --admin address\n"
                  "  --ca-out FILE          where the CA certificate goes (<state-dir>/ca.pem)\n"
-                 "  --state-dir DIR        state directory, created 0700 (./var)\n"
+                 "  --state-dir DIR        state directory, created 0711 ($STATE_DIRECTORY, "
+                 "else ./var)\n"
                  "  --audit URL            sqlite:PATH, postgresql://..., or off "
                  "(sqlite:<state-dir>/audit.db)\n"
                  "  --audit-source NAME    proxy or local-egress (proxy)\n"
@@ -229,6 +232,42 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
     return 0;
 }
 
+/* 1 when the working directory is the root directory (where ./var is the system's /var). */
+static int cwd_is_root(void)
+{
+    struct stat cwd, root;
+
+    return stat(".", &cwd) == 0 && stat("/", &root) == 0 && cwd.st_dev == root.st_dev &&
+           cwd.st_ino == root.st_ino;
+}
+
+/*
+ * --state-dir's default (SPEC §2): $STATE_DIRECTORY when systemd sets it (the first directory
+ * of a colon-separated list), else ./var - but never the system's /var: started in / without
+ * either, it is a usage error. 0 or EXIT_USAGE.
+ */
+static int default_state_dir(struct run_opts *o)
+{
+    const char *env = getenv("STATE_DIRECTORY");
+    size_t n;
+
+    if (env != NULL && env[0] != '\0' && env[0] != ':') {
+        n = strcspn(env, ":");
+        if (n >= sizeof(o->state_dir_env))
+            return cli_usage_error(RUN_CMD, "--state-dir: $STATE_DIRECTORY is too long");
+        memcpy(o->state_dir_env, env, n);
+        o->state_dir_env[n] = '\0';
+        o->state_dir = o->state_dir_env;
+        return 0;
+    }
+    if (cwd_is_root())
+        return cli_usage_error(RUN_CMD, "--state-dir: started in / without --state-dir or "
+                                        "$STATE_DIRECTORY; the default ./var would be the "
+                                        "system's /var: give --state-dir DIR");
+    o->state_dir = "./var";
+    return 0;
+}
+
 /* Checks that need the whole option set; fills the defaults. 0 or EXIT_USAGE. */
 static int check_opts(struct run_opts *o, struct worker_shared *sh, struct upstream_config *uc,
                       char *buf, size_t buflen)
@@ -236,8 +275,8 @@ static int check_opts(struct run_opts *o, struct worker_shared *sh, struct upstr
     char err[512];
     size_t n = 0;
 
-    if (o->state_dir == NULL)
-        o->state_dir = "./var";
+    if (o->state_dir == NULL && default_state_dir(o) != 0)
+        return EXIT_USAGE;
     if (o->admin == NULL)
         o->admin = "127.0.0.1:9090";
     if (admin_addr_check(o->admin, o->admin_allow_remote, err, sizeof(err)) < 0)
@@ -304,6 +343,13 @@ static int check_opts(struct run_opts *o, struct worker_shared *sh, struct upstr
     }
     if (n > VG_LISTENERS_MAX)
         return cli_usage_error(RUN_CMD, "more than %d listeners", VG_LISTENERS_MAX);
+    /* both would bind (neither listens yet), and the listener's listen() would then blame
+     * "another socket": say which two */
+    for (size_t i = 0; i < n; i++) {
+        if (admin_addr_overlaps(o->admin, &sh->addrs[i].ss))
+            return cli_usage_error(RUN_CMD, "--admin %s: the address of listener %s", o->admin,
+                                   sh->addrs[i].label);
+    }
     sh->naddrs = n;
     (void)buf;
     (void)buflen;
@@ -460,16 +506,26 @@ static struct policy *load_vault(const char *path, double wait, char *err, size_
     }
 }
 
+/*
+ * The state directory, created 0711 when missing (SPEC §2): others cannot list it, but a sandbox
+ * user that is not root can read ca.pem and the trust files in it by name. What else goes in
+ * it is 0600 (the umask cmd_run sets); an existing directory keeps its mode.
+ */
 static int make_state_dir(const char *dir, const struct passwd *pw, char *err, size_t errlen)
 {
     struct stat st;
+    bool made = mkdir(dir, 0711) == 0;
 
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+    if (!made && errno != EEXIST) {
         snprintf(err, errlen, "state directory %s: %s", dir, strerror(errno));
         return -1;
     }
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         snprintf(err, errlen, "state directory %s: not a directory", dir);
+        return -1;
+    }
+    if (made && chmod(dir, 0711) != 0) { /* mkdir's mode went through the umask */
+        snprintf(err, errlen, "state directory %s: chmod: %s", dir, strerror(errno));
         return -1;
     }
     if (pw != NULL && chown(dir, pw->pw_uid, pw->pw_gid) != 0) {
@@ -664,7 +720,10 @@ static int run_setup_listeners(struct run_state *rs, char *err, size_t errlen)
     return 0;
 }
 
-/* Start-up warnings, then the admin API with the status/ready/metrics callbacks. 0 or -1. */
+/*
+ * Start-up warnings, then the admin API's socket with the status/ready/metrics callbacks: bound
+ * and listening (a taken address fails the start), answering nothing until admin_serve.
+ */
 static int run_setup_admin(struct run_state *rs, char *err, size_t errlen)
 {
     struct run_opts *o = rs->o;
@@ -684,7 +743,7 @@ static int run_setup_admin(struct run_state *rs, char *err, size_t errlen)
     ops.ca_pem_len = rs->pemlen;
     ops.audit_url = rs->audit_url;
     ops.run_id = rs->run_id;
-    rs->admin = admin_start(o->admin, &ops, err, errlen);
+    rs->admin = admin_open(o->admin, &ops, err, errlen);
     return rs->admin != NULL ? 0 : -1;
 }
 
@@ -732,7 +791,12 @@ static int run_setup(struct run_state *rs, char *err, size_t errlen)
         return EXIT_ENFORCE;
     timefmt_iso8601(timefmt_now_ms(), rs->started_at, sizeof(rs->started_at));
     rs->workers = worker_start_all(&rs->sh, err, errlen);
-    return rs->workers != NULL ? 0 : EXIT_RUNTIME;
+    if (rs->workers == NULL)
+        return EXIT_RUNTIME;
+    /* every listener accepts now (worker_start_all waited for the loops): only now does the
+     * admin API answer, so /healthz never speaks before the listeners do (SPEC §7) */
+    atomic_store(&rs->serving, 1);
+    return admin_serve(rs->admin, err, errlen) == 0 ? 0 : EXIT_RUNTIME;
 }
 
 /* Frees whatever run_setup() built, in reverse order. */
@@ -787,6 +851,9 @@ int cmd_run(int argc, char **argv)
     signals_run_set(&set);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* files of the run are the run user's alone (the audit store and SQLite's -wal and -shm
+     * files take its mode); the public ones say 0644 themselves (ca.pem, ca_write_root) */
+    umask(077);
     harden();
     rs.sh.max_conns = o.max_conns > 0
                           ? o.max_conns
@@ -798,7 +865,6 @@ int cmd_run(int argc, char **argv)
 
     rc = run_setup(&rs, err, sizeof(err));
     if (rc == 0) {
-        atomic_store(&rs.serving, 1);
         log_start(&rs);
         rc = wait_signals(&rs, &set);
         atomic_store(&rs.serving, 0);

@@ -48,11 +48,13 @@ static void trust_usage(FILE *out)
         "\n"
         "  --ca FILE            the per-run root certificate (vaultgate run --ca-out)\n"
         "  --bundle-out FILE    where to write the bundle [<directory of --ca>/bundle.pem];\n"
-        "                       a directory sandbox users can read (not the 0700 state dir)\n"
+        "                       a directory sandbox users can reach (the state dir, 0711, lets "
+        "them read by name)\n"
         "  --system-roots FILE  system trust anchors to append [" TRUST_DEFAULT_ROOTS "]\n"
         "\n"
         "SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, GIT_SSL_CAINFO, PIP_CERT,\n"
-        "AWS_CA_BUNDLE, CARGO_HTTP_CAINFO, DENO_CERT, CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE and\n"
+        "AWS_CA_BUNDLE, CARGO_HTTP_CAINFO, DENO_CERT, CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE,\n"
+        "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH (gRPC core: Python, Ruby, PHP, C++) and\n"
         "NPM_CONFIG_CAFILE name the bundle; NODE_EXTRA_CA_CERTS names the root alone (Node\n"
         "adds it to its own store); WGETRC names the wgetrc (Debian's wget reads no variable);\n"
         "JAVA_TOOL_OPTIONS makes a JVM use the truststore and nothing else.\n"
@@ -397,10 +399,17 @@ static void print_export(const char *name, const char *value)
 
 /* The variables that name the bundle, in the order printed (SPEC §2, §11). */
 static const char *const bundle_vars[] = {
-    "SSL_CERT_FILE",       "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
     "NODE_EXTRA_CA_CERTS", /* the root alone: Node adds it to its own store */
-    "GIT_SSL_CAINFO",      "PIP_CERT",           "AWS_CA_BUNDLE",
-    "CARGO_HTTP_CAINFO",   "DENO_CERT",          "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
+    "GIT_SSL_CAINFO",
+    "PIP_CERT",
+    "AWS_CA_BUNDLE",
+    "CARGO_HTTP_CAINFO",
+    "DENO_CERT",
+    "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
+    "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", /* gRPC core: Python, Ruby, PHP, C++ */
     "NPM_CONFIG_CAFILE",
 };
 

@@ -7,7 +7,10 @@
  * /metrics render never stalls traffic. --admin takes IP literals and localhost only (never a
  * name resolved through DNS), and a non-loopback address only with --admin-allow-remote. A unix
  * socket is created mode 0660 before it listens and unlinked on stop only if it is still ours.
- * The thread starts with every signal blocked (signals belong to the main thread) and stops
+ * admin_open binds and listens (so a taken address fails the start before any traffic), but
+ * nothing is answered until admin_serve starts the thread: the caller does that once every
+ * listener accepts connections, and a request that came earlier waits in the backlog. The
+ * thread starts with every signal blocked (signals belong to the main thread) and stops
  * through a pipe, so stopping does not depend on libevent's thread support.
  */
 #include "proxy/admin_int.h"
@@ -146,6 +149,42 @@ int admin_addr_check(const char *addr, bool allow_remote, char *err, size_t errl
     return 0;
 }
 
+/* The IPv4 or IPv6 address of ss, and whether it is the wildcard. */
+static const void *inet_bytes(const struct sockaddr_storage *ss, size_t *len, bool *any)
+{
+    static const unsigned char zero[16];
+
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+
+        *len = 16;
+        *any = memcmp(&s6->sin6_addr, zero, 16) == 0;
+        return &s6->sin6_addr;
+    }
+    *len = 4;
+    *any = ((const struct sockaddr_in *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+    return &((const struct sockaddr_in *)ss)->sin_addr;
+}
+
+bool admin_addr_overlaps(const char *addr, const struct sockaddr_storage *ss)
+{
+    struct admin_addr a;
+    const void *x, *y;
+    size_t xl, yl;
+    bool xany, yany;
+    char err[256];
+
+    if (addr_parse(addr, false, &a, err, sizeof(err)) < 0 || a.is_unix ||
+        a.ss.ss_family != ss->ss_family)
+        return false;
+    /* the port sits at the same offset in sockaddr_in and sockaddr_in6 */
+    if (((const struct sockaddr_in *)&a.ss)->sin_port != ((const struct sockaddr_in *)ss)->sin_port)
+        return false;
+    x = inet_bytes(&a.ss, &xl, &xany);
+    y = inet_bytes(ss, &yl, &yany);
+    return xany || yany || memcmp(x, y, xl) == 0;
+}
+
 /* The Host rule: localhost (any case, no trailing dot) or an IP literal, any port or none. */
 bool admin_host_allowed(const char *v, size_t n)
 {
@@ -254,6 +293,11 @@ static void format_inet(const struct sockaddr_storage *ss, char *out, size_t out
     }
 }
 
+static unsigned format_port(const struct sockaddr_storage *ss)
+{
+    return ntohs(((const struct sockaddr_in *)ss)->sin_port); /* same offset for v6 */
+}
+
 static int bind_inet(struct admin *ad, const struct admin_addr *a, char *err, size_t errlen)
 {
     struct sockaddr_storage bound;
@@ -277,8 +321,9 @@ fail:
     format_inet(&a->ss, shown_addr, sizeof(shown_addr));
     snprintf(err, errlen, "admin %s: cannot listen: %s%s", shown_addr, strerror(e),
              e == EADDRINUSE ? " (another socket already holds this address)"
-             : e == EACCES   ? " (a port below 1024 needs root or CAP_NET_BIND_SERVICE)"
-                             : "");
+             : e == EACCES && format_port(&a->ss) < 1024
+                 ? " (needs root, CAP_NET_BIND_SERVICE, or a port above 1023)"
+                 : "");
     if (fd >= 0)
         close(fd);
     return -1;
@@ -345,12 +390,11 @@ void admin_stop(struct admin **ap)
     *ap = NULL;
 }
 
-struct admin *admin_start(const char *addr, const struct admin_ops *ops, char *err, size_t errlen)
+struct admin *admin_open(const char *addr, const struct admin_ops *ops, char *err, size_t errlen)
 {
     struct admin *ad = NULL;
     struct admin_addr a;
-    sigset_t all, old;
-    int fd = -1, rc;
+    int fd = -1;
 
     if (addr_parse(addr, true, &a, err, errlen) < 0)
         goto fail;
@@ -397,6 +441,19 @@ struct admin *admin_start(const char *addr, const struct admin_ops *ops, char *e
         goto fail;
     }
     evconnlistener_set_error_cb(ad->lev, admin_on_accept_error);
+    return ad;
+oom:
+    snprintf(err, errlen, "admin: out of memory");
+fail:
+    admin_stop(&ad);
+    return NULL;
+}
+
+int admin_serve(struct admin *ad, char *err, size_t errlen)
+{
+    sigset_t all, old;
+    int rc;
+
     /* Signals belong to the main thread. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -404,15 +461,10 @@ struct admin *admin_start(const char *addr, const struct admin_ops *ops, char *e
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         snprintf(err, errlen, "admin: cannot start thread: %s", strerror(rc));
-        goto fail;
+        return -1;
     }
     ad->running = true;
-    return ad;
-oom:
-    snprintf(err, errlen, "admin: out of memory");
-fail:
-    admin_stop(&ad);
-    return NULL;
+    return 0;
 }
 
 const char *admin_address(const struct admin *ad)

@@ -3,8 +3,8 @@
  * admin.c (addresses, the listening socket, the thread, start and stop), admin_conn.c (the
  * HTTP/1.1 connection: accept, read a head, write the answer, linger, timers, room at the cap)
  * and admin_routes.c (what a request gets: the Host rule, methods, the endpoints, every answer
- * with its security headers). Everything here runs on the admin thread, except admin_start and
- * admin_stop (the caller's thread, while the admin thread is not running).
+ * with its security headers). Everything here runs on the admin thread, except admin_open,
+ * admin_serve and admin_stop (the caller's thread, while the admin thread is not running).
  */
 #ifndef VG_ADMIN_INT_H
 #define VG_ADMIN_INT_H
@@ -82,7 +82,7 @@ struct admin_conn {
 /* "host[:port]" where host is localhost (any case) or an IP literal ("[v6]" for IPv6). */
 bool admin_host_allowed(const char *v, size_t n);
 
-/* ---- admin_conn.c: the listener's callbacks (admin_start) and the one teardown ---- */
+/* ---- admin_conn.c: the listener's callbacks (admin_open) and the one teardown ---- */
 
 void admin_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
                      void *arg);

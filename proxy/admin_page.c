@@ -21,11 +21,11 @@
 
 /* ---- writing ---- */
 
-/* Writes s with &, <, >, " and ' as entities; control bytes become U+FFFD. */
-static void html_text(FILE *f, const char *s)
+/* Writes the first n bytes of s with &, <, >, " and ' as entities; control bytes become U+FFFD. */
+static void html_text_n(FILE *f, const char *s, size_t n)
 {
-    for (; s != NULL && *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
 
         switch (c) {
         case '&':
@@ -52,6 +52,12 @@ static void html_text(FILE *f, const char *s)
     }
 }
 
+static void html_text(FILE *f, const char *s)
+{
+    if (s != NULL)
+        html_text_n(f, s, strlen(s));
+}
+
 static const char *str_of(const cJSON *obj, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
@@ -72,6 +78,29 @@ static void field(FILE *f, const cJSON *obj, const char *key)
     const char *s = str_of(obj, key);
 
     html_text(f, s != NULL && s[0] != '\0' ? s : "-");
+}
+
+/*
+ * A path or URL that wraps only after a '/': each piece up to and including a '/' is one
+ * unbreakable span (no break at a '-' or anywhere inside it), with a <wbr> after it. The
+ * stylesheet gives it the card's width under its label and lets a piece wider than that scroll
+ * (dd.long, code.path).
+ */
+static void path_text(FILE *f, const char *s)
+{
+    if (s == NULL || s[0] == '\0') {
+        html_text(f, "-");
+        return;
+    }
+    while (*s != '\0') {
+        size_t n = strcspn(s, "/");
+
+        n += s[n] == '/';
+        fputs("<span>", f);
+        html_text_n(f, s, n);
+        fputs(s[n - 1] == '/' ? "</span><wbr>" : "</span>", f);
+        s += n;
+    }
 }
 
 static void number(FILE *f, double v)
@@ -314,9 +343,9 @@ static void audit_section(FILE *f, const cJSON *st)
     bool off = str_of(au, "store") != NULL && strcmp(str_of(au, "store"), "off") == 0;
 
     fputs("<section aria-labelledby=\"h-audit\">\n<h2 id=\"h-audit\">Audit store</h2>\n<dl>\n"
-          "<dt>Store</dt><dd id=\"audit-store\"><code>",
+          "<dt>Store</dt><dd id=\"audit-store\" class=\"long\"><code class=\"path\">",
           f);
-    field(f, au, "store");
+    path_text(f, str_of(au, "store"));
     fputs("</code></dd>\n<dt>Health</dt><dd id=\"audit-health\">", f);
     if (off)
         fputs("<span class=\"bad\">off: refusals are not recorded</span>", f);
@@ -487,6 +516,10 @@ static const char css[] =
     "ul.plain{list-style:none;margin:0;padding:0;font-family:ui-monospace,'DejaVu Sans Mono',"
     "monospace;font-size:.9rem}\n"
     ".scroll{overflow-x:auto}\n"
+    /* a path wraps after a '/' only (admin_page.c path_text), never inside a piece */
+    "dl dd.long{grid-column:1/-1;overflow-x:auto;margin-bottom:.25rem}\n"
+    "code.path{overflow-wrap:normal;word-break:normal}\n"
+    "code.path span{white-space:nowrap}\n"
     "table{border-collapse:collapse;width:100%;font-size:.95rem}\n"
     "th,td{text-align:left;padding:.3rem .5rem .3rem 0;border-bottom:1px solid var(--line);"
     "vertical-align:top}\n"

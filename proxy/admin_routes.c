@@ -294,10 +294,10 @@ static void target_split(const char *t, size_t n, const char **auth, size_t *ale
 }
 
 /*
- * SPEC §7 against DNS rebinding: Host, and the authority of an absolute-form target, must be
- * localhost or an IP literal (the admin address is one of these). A request without Host
- * (HTTP/1.0; HTTP/1.1 requires it and the parser refuses one without) is served: no browser
- * sends one.
+ * SPEC §7 against DNS rebinding, on a TCP admin address: Host, and the authority of an
+ * absolute-form target, must be localhost or an IP literal (the admin address is one of these). A
+ * request without Host (HTTP/1.0; HTTP/1.1 requires it and the parser refuses one without) is
+ * served: no browser sends one.
  */
 static bool request_host_ok(const struct http_head *h)
 {
@@ -361,7 +361,8 @@ void admin_answer(struct admin_conn *c, const struct http1_msg *m)
 
     c->close = !m->keep_alive || m->head.version_minor == 0 || m->upgrade || body;
     c->head_only = head;
-    if (!request_host_ok(&m->head)) {
+    /* a unix socket serves any Host (SPEC §7): no web page can reach one */
+    if (!c->ad->is_unix && !request_host_ok(&m->head)) {
         c->close = true;
         reply_text(c, 421,
                    "misdirected request: the admin API answers Host localhost or an IP "

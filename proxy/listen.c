@@ -58,8 +58,9 @@ static void listen_fail(const struct listen_addr *la, int e, char *err, size_t e
 {
     snprintf(err, errlen, "listener %s: %s%s", la->label, strerror(e),
              e == EADDRINUSE ? " (another socket already holds this address)"
-             : e == EACCES   ? " (a port below 1024 needs root or CAP_NET_BIND_SERVICE)"
-                             : "");
+             : e == EACCES && la->port < 1024
+                 ? " (needs root, CAP_NET_BIND_SERVICE, or a port above 1023)"
+                 : "");
 }
 
 /*

@@ -7,6 +7,7 @@
  * a new policy snapshot once per reload. Connections over the limit (sh->max_conns) are
  * answered 503 while VG_CONN_BUSY_RESERVE lasts, then closed at accept. A drain ends the loop
  * when the last connection has left; an abort closes every connection at once.
+ * worker_start_all returns only once every worker's loop runs with its listeners on it.
  */
 #include "proxy/worker.h"
 #include "proxy/reason.h"
@@ -312,6 +313,27 @@ static void log_wake(void *arg)
     event_active(arg, EV_TIMEOUT, 1);
 }
 
+/* Workers whose loops run, counted for worker_start_all (which waits for all of them). */
+struct worker_startup {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int running;
+};
+
+/* The loop's first callback: the listeners were registered on this base before the thread
+ * started, so from here on each one accepts. Tells worker_start_all; the pointer is not kept. */
+static void on_loop_running(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker *w = arg;
+    struct worker_startup *su = w->startup;
+
+    w->startup = NULL;
+    pthread_mutex_lock(&su->lock);
+    su->running++;
+    pthread_cond_broadcast(&su->cond);
+    pthread_mutex_unlock(&su->lock);
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -425,7 +447,8 @@ static void worker_free(struct worker *w)
 
 struct worker *worker_start_all(struct worker_shared *sh, char *err, size_t errlen)
 {
-    struct worker *ws = calloc((size_t)sh->nworkers, sizeof(*ws));
+    struct worker_startup su = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    struct worker *ws = calloc((size_t)sh->nworkers, sizeof(*ws)), *ret = NULL;
     int i;
 
     if (ws == NULL) {
@@ -438,6 +461,11 @@ struct worker *worker_start_all(struct worker_shared *sh, char *err, size_t errl
     for (i = 0; i < sh->nworkers; i++) {
         if (worker_init(&ws[i], sh, i, err, errlen) < 0)
             goto fail;
+        ws[i].startup = &su;
+        if (event_base_once(ws[i].base, -1, EV_TIMEOUT, on_loop_running, &ws[i], NULL) < 0) {
+            snprintf(err, errlen, "worker %d: out of memory", i);
+            goto fail;
+        }
     }
     for (i = 0; i < sh->nworkers; i++) {
         if (pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]) != 0) {
@@ -446,10 +474,19 @@ struct worker *worker_start_all(struct worker_shared *sh, char *err, size_t errl
         }
         ws[i].started = true;
     }
-    return ws;
+    /* SPEC §7: the admin API answers only once every listener accepts, so the caller starts
+     * it after this returns; a worker's loop accepts once it runs its first callback */
+    pthread_mutex_lock(&su.lock);
+    while (su.running < sh->nworkers)
+        pthread_cond_wait(&su.cond, &su.lock);
+    pthread_mutex_unlock(&su.lock);
+    ret = ws;
 fail:
-    worker_stop_all(&ws, sh->nworkers, 0);
-    return NULL;
+    if (ret == NULL)
+        worker_stop_all(&ws, sh->nworkers, 0); /* joins: no loop reports to su after this */
+    pthread_cond_destroy(&su.cond);
+    pthread_mutex_destroy(&su.lock);
+    return ret;
 }
 
 static void worker_send(struct worker *w, int cmd)

@@ -104,12 +104,14 @@ struct worker {
     uint64_t limit_refused; /* over-limit connections since the last conn_limit log line */
     int64_t limit_logged;   /* CLOCK_MONOTONIC second of that line */
     struct event *log_flush_ev;
+    struct worker_startup *startup; /* until the loop runs: worker_start_all waits on it */
     pthread_t thread;
     bool started;
 };
 
 /* Creates the workers (event base, upstream ctx, SSL_CTX, listeners on the sockets bound by
- * listen.c) and starts their threads. Returns an array of sh->nworkers workers, or NULL + err. */
+ * listen.c) and starts their threads; returns once every worker's loop runs, so each listener
+ * accepts. Returns an array of sh->nworkers workers, or NULL + err. */
 struct worker *worker_start_all(struct worker_shared *sh, char *err, size_t errlen);
 
 /* Asks every worker to stop accepting and to close connections as their requests finish, then

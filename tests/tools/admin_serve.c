@@ -106,8 +106,9 @@ int main(int argc, char **argv)
     metrics_blocked(1);
     metrics_injection(0, "OPENAI_API_KEY");
     metrics_conn_open(0);
-    ad = admin_start(addr, &ops, err, sizeof(err));
-    if (ad == NULL) {
+    ad = admin_open(addr, &ops, err, sizeof(err));
+    if (ad == NULL || admin_serve(ad, err, sizeof(err)) < 0) {
+        admin_stop(&ad);
         fprintf(stderr, "admin_serve: %s\n", err);
         metrics_shutdown();
         return 4;

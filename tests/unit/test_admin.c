@@ -1,11 +1,14 @@
 /*
  * test_admin.c - the admin API's address check (proxy/admin.c, admin_addr_check): which --admin
- * values are taken, loopback or with --admin-allow-remote, and that every refusal is one line.
+ * values are taken, loopback or with --admin-allow-remote, and that every refusal is one line;
+ * admin_addr_overlaps: which --admin addresses would take a listener's own port.
  * The API itself is driven over sockets by tests/integration/cases/test_admin_api.py.
  */
 #include "proxy/admin.h"
 
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,6 +74,58 @@ START_TEST(admin_addr_table)
 }
 END_TEST
 
+static struct sockaddr_storage inet_ss(const char *ip, int port)
+{
+    struct sockaddr_storage ss;
+
+    memset(&ss, 0, sizeof(ss));
+    if (strchr(ip, ':') != NULL) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((unsigned short)port);
+        ck_assert_int_eq(inet_pton(AF_INET6, ip, &s6->sin6_addr), 1);
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons((unsigned short)port);
+        ck_assert_int_eq(inet_pton(AF_INET, ip, &s4->sin_addr), 1);
+    }
+    return ss;
+}
+
+START_TEST(admin_overlap_table)
+{
+    static const struct {
+        const char *admin, *ip;
+        int port;
+        bool overlaps;
+    } cases[] = {
+        {"127.0.0.1:8443", "127.0.0.1", 8443, true},
+        {"localhost:8443", "127.0.0.1", 8443, true},
+        {"127.0.0.1:8443", "0.0.0.0", 8443, true},
+        {"0.0.0.0:8443", "127.0.0.2", 8443, true},
+        {"[::1]:8443", "::1", 8443, true},
+        {"[::]:8443", "::1", 8443, true},
+        {"127.0.0.1:9090", "127.0.0.1", 8443, false},
+        {"127.0.0.2:8443", "127.0.0.1", 8443, false},
+        {"[::1]:8443", "127.0.0.1", 8443, false}, /* IPV6_V6ONLY: families never share */
+        {"127.0.0.1:8443", "::", 8443, false},
+        {"unix:/run/vaultgate/admin.sock", "127.0.0.1", 8443, false},
+        {"nonsense", "127.0.0.1", 8443, false},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct sockaddr_storage ss = inet_ss(cases[i].ip, cases[i].port);
+
+        ck_assert_msg(admin_addr_overlaps(cases[i].admin, &ss) == cases[i].overlaps,
+                      "%s vs %s:%d: expected %d", cases[i].admin, cases[i].ip, cases[i].port,
+                      cases[i].overlaps);
+    }
+}
+END_TEST
+
 Suite *suite_admin(void);
 Suite *suite_admin(void)
 {
@@ -78,6 +133,7 @@ Suite *suite_admin(void)
     TCase *ad = tcase_create("admin_addr");
 
     tcase_add_test(ad, admin_addr_table);
+    tcase_add_test(ad, admin_overlap_table);
     suite_add_tcase(s, ad);
     return s;
 }

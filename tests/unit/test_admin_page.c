@@ -1,7 +1,8 @@
 /*
  * test_admin_page.c - the status page renderer (proxy/admin_page.c): the enforcement state
  * from warnings and the vault, every value HTML-escaped (the five characters HTML gives meaning
- * to, and control bytes), the state's element and words, and the row cap.
+ * to, and control bytes), the state's element and words, the row cap, and the audit store's
+ * path in pieces that wrap only after a '/'.
  * Chromium renders the page in tests/integration/cases/test_status_page.py.
  */
 #include "proxy/admin_page.h"
@@ -90,6 +91,40 @@ START_TEST(escaped_and_states)
 }
 END_TEST
 
+START_TEST(store_path_pieces)
+{
+    static const struct {
+        const char *store, *html;
+    } cases[] = {
+        {"sqlite:/var/lib/vaultgate/audit.db",
+         "<dd id=\"audit-store\" class=\"long\"><code class=\"path\"><span>sqlite:/</span><wbr>"
+         "<span>var/</span><wbr><span>lib/</span><wbr><span>vaultgate/</span><wbr>"
+         "<span>audit.db</span></code></dd>"},
+        {"sqlite:./var/a-b_c.db", "<code class=\"path\"><span>sqlite:./</span><wbr><span>var/"
+                                  "</span><wbr><span>a-b_c.db</span></code>"},
+        {"postgresql://u@h/<db>&", "<span>postgresql:/</span><wbr><span>/</span><wbr>"
+                                   "<span>u@h/</span><wbr><span>&lt;db&gt;&amp;</span></code>"},
+        {"/trailing/", "<span>/</span><wbr><span>trailing/</span><wbr></code>"},
+        {"off", "<code class=\"path\"><span>off</span></code>"},
+        {"", "<code class=\"path\">-</code>"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cJSON *st = status("enforced", NULL);
+        cJSON *au = cJSON_AddObjectToObject(st, "audit");
+        size_t len;
+        char *html;
+
+        cJSON_AddStringToObject(au, "store", cases[i].store);
+        html = render(st, NULL, &len);
+        ck_assert_msg(strstr(html, cases[i].html) != NULL, "'%s': no %s", cases[i].store,
+                      cases[i].html);
+        free(html);
+        cJSON_Delete(st);
+    }
+}
+END_TEST
+
 START_TEST(row_cap)
 {
     cJSON *st = status("enforced", NULL), *rows = cJSON_CreateArray();
@@ -128,6 +163,7 @@ Suite *suite_admin_page(void)
     tcase_add_test(tc, enforcement_state);
     tcase_add_test(tc, escaped_and_states);
     tcase_add_test(tc, row_cap);
+    tcase_add_test(tc, store_path_pieces);
     suite_add_tcase(s, tc);
     return s;
 }

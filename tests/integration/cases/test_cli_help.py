@@ -6,7 +6,9 @@
   operations doc and the man page source.
 - typos get the nearest known word: a command, an option, a vault field.
 - every error names what it is about: the vault path (run, check), the listener or admin address
-  in use, and a hint for a port below 1024 without root (run as nobody).
+  in use (an --admin that is a listener's own address too, exit 2 naming both), and a hint for a
+  port below 1024 without root on every listener kind and the admin API (the binary started as
+  nobody with runuser).
 - `vaultgate hosts` and `vaultgate nft` need no secret value: an env variable that is not set and a secret file
   that does not exist are fine (names only), and the environment variable stays unread."""
 import json
@@ -110,22 +112,56 @@ def errors_name_things(d):
     t.check(rc == 4 and "admin 127.0.0.1:%d: cannot listen: Address already in use" % busy in err,
             "admin in use: %r" % err)
     s.close()
-    if os.geteuid() == 0 and shutil.which("setpriv"):
+    # the admin API on a listener's own address (both would bind; the listener's listen() would
+    # blame "another socket"): a usage error that names the two
+    port = t.free_port()
+    for adm, lis in (("127.0.0.1:%d" % port, "127.0.0.1:%d" % port),
+                     ("localhost:%d" % port, "0.0.0.0:%d" % port)):
+        rc, _, err = run("run", "--vault", v, "--state-dir", os.path.join(d, "s3"),
+                         "--listen-https", lis, "--listen-http", "none", "--admin", adm, "--audit",
+                         "off")
+        lines = [l for l in err.splitlines() if l.startswith("vaultgate run:")]
+        t.check(rc == 2 and len(lines) == 1 and
+                "--admin %s: the address of listener https %s" % (adm, lis) in lines[0],
+                "admin on a listener's address: %d %r" % (rc, err))
+    if os.geteuid() == 0 and shutil.which("runuser"):
+        free = "127.0.0.1:%d" % t.free_port()
         for args, what in ((["--listen-https", "127.0.0.1:443", "--admin",
                              "127.0.0.1:%d" % t.free_port()], "listener https 127.0.0.1:443"),
-                           (["--listen-https", "127.0.0.1:%d" % t.free_port(), "--admin",
-                             "127.0.0.1:99"], "admin 127.0.0.1:99: cannot listen")):
+                           (["--listen-https", free, "--listen-http", "127.0.0.1:80", "--admin",
+                             "127.0.0.1:%d" % t.free_port()], "listener http 127.0.0.1:80"),
+                           (["--listen-https", free, "--listen-proxy", "127.0.0.1:3128",
+                             "--admin", "127.0.0.1:%d" % t.free_port()], None),
+                           (["--listen-https", free, "--listen-proxy", "127.0.0.1:1023",
+                             "--admin", "127.0.0.1:%d" % t.free_port()],
+                            "listener proxy 127.0.0.1:1023"),
+                           (["--listen-https", free, "--admin", "127.0.0.1:99"],
+                            "admin 127.0.0.1:99: cannot listen")):
             nd = os.path.join(d, "nobody")
             os.makedirs(nd, exist_ok=True)
             os.chmod(nd, 0o1777)
             sd = os.path.join(nd, "state")
             shutil.rmtree(sd, ignore_errors=True)
-            rc, _, err = run("run", "--vault", v, "--state-dir", sd, "--listen-http", "none",
-                             "--audit", "off", *args, user="nobody", cwd=d)
-            t.check(rc == 4 and what in err and "Permission denied (a port below 1024 needs "
-                    "root or CAP_NET_BIND_SERVICE)" in err, "low port as nobody: %r" % err)
+            if "--listen-http" not in args:
+                args = args + ["--listen-http", "none"]
+            p = subprocess.Popen(["runuser", "-u", "nobody", "--", t.VG_BIN, "run", "--vault", v,
+                                  "--state-dir", sd, "--audit", "off"] + args,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=d)
+            if what is None:  # 3128 is above 1023: it starts (and is stopped), no hint
+                t.wait_for(lambda: os.path.exists(os.path.join(sd, "ca.pem")) or
+                           p.poll() is not None, timeout=15)
+                p.terminate()
+                _, err = p.communicate(timeout=30)
+                t.check(b"needs root" not in err, "hint for port 3128: %r" % err)
+                continue
+            _, err = p.communicate(timeout=30)
+            err = err.decode()
+            lines = [l for l in err.splitlines() if l.startswith("vaultgate run:")]
+            t.check(p.returncode == 4 and len(lines) == 1 and what in lines[0] and
+                    lines[0].endswith("Permission denied (needs root, CAP_NET_BIND_SERVICE, "
+                                      "or a port above 1023)"), "low port as nobody: %r" % err)
     else:
-        t.log("note: not root or no setpriv: the low-port hint is not checked")
+        t.log("note: not root or no runuser: the low-port hint is not checked")
     t.log("ok errors name the vault path, the address in use, the low-port hint")
 
 

@@ -7,8 +7,8 @@ systemd, man and bash look for them.
   schema tables in policy/vault*.c (so a new field without its documentation fails here).
 - The unit: `systemd-analyze verify` passes (ExecStart pointed at the DESTDIR binary, the man
   pages on MANPATH) where systemd-analyze exists; it is Type=simple, reloads with SIGHUP, keeps
-  its state in StateDirectory=vaultgate with --state-dir /var/lib/vaultgate (never the working
-  directory), carries the sandboxing directives of SPEC §11, and `systemd-analyze security`
+  its state in StateDirectory=vaultgate (0711), which vaultgate takes from $STATE_DIRECTORY
+  (so ExecStart names no --state-dir; never the working directory), carries the sandboxing directives of SPEC §11, and `systemd-analyze security`
   rates it below 3.0.
 - The completion script loads in bash and completes commands and options.
 - The installed example vaults are valid (`vaultgate check`)."""
@@ -85,15 +85,17 @@ def check_unit(dest, bindir):
         text = f.read()
     t.check("@BINDIR@" not in text, "unsubstituted unit")
     want = ["Type=simple", "ExecReload=/bin/kill -HUP $MAINPID", "StateDirectory=vaultgate",
-            "--state-dir /var/lib/vaultgate", "NoNewPrivileges=yes", "ProtectSystem=strict",
+            "StateDirectoryMode=0711", "NoNewPrivileges=yes", "ProtectSystem=strict",
             "ProtectHome=yes", "PrivateTmp=yes", "CapabilityBoundingSet=CAP_NET_BIND_SERVICE",
             "LimitCORE=0", "ExecStart=%s/vaultgate run " % bindir]
     for w in want:
         t.check(w in text, "the unit lacks %r" % w)
     # every path the daemon writes is absolute: nothing lands in the working directory
     start = [l for l in text.splitlines() if l.startswith("ExecStart=")][0]
-    for opt in ("--vault", "--state-dir", "--ca-out"):
+    for opt in ("--vault", "--ca-out"):
         t.check(re.search(r"%s /\S+" % opt, start), "ExecStart: %s not absolute" % opt)
+    t.check("--state-dir" not in start, "ExecStart names --state-dir: $STATE_DIRECTORY is the "
+            "state directory systemd made")
     sysusers = find(dest, "/sysusers.d/vaultgate.conf")
     t.check(sysusers, "sysusers.d file not installed")
     with open(sysusers) as f:

@@ -3,7 +3,9 @@
 `<!-- walkthrough: injection` is taken from README.md and run by bash with two changes only:
 `VG=` names a copy of the checkout's scripts/ and conf/ (so its var/ is the case's own, and
 VAULTGATE_BIN makes scripts/run-example use the built binary instead of building), and
-/tmp/vg-demo is the case's temp dir. It runs in its own network namespace (the walk-through
+/tmp/vg-demo is the case's temp dir. The block stands in its demo directory and hands
+scripts/run-example and scripts/echo-server paths relative to it (--upstream-ca test-ca.pem), as
+a reader would: they must resolve where the reader stands, not in the checkout. It runs in its own network namespace (the walk-through
 uses fixed ports and 127.0.0.3:443). The echo server must have received the example vault's key
 in place of the placeholder - it comes back masked, as many stars as the key is long - the
 blocked host gets vaultgate's 403, and the audit store lists it; the key itself appears nowhere

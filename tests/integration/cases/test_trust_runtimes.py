@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """`vaultgate trust` for every runtime a sandbox commonly holds (SPEC §11): curl, Python, Node,
-Go (when installed), Java, npm with an npmrc whose cafile lacks the run's root, wget and git each
-reach an intercepted host through vaultgate with nothing in their environment but the printed
+Go (when installed), Java, npm with an npmrc whose cafile lacks the run's root, wget, git and a
+gRPC client (Debian's python3-grpcio with grpc.ssl_channel_credentials(), the default roots,
+calling a real grpcio server behind vaultgate) each reach an intercepted host through vaultgate with nothing in their environment but the printed
 lines (plus PATH and HOME), run as the unprivileged user nobody - so the bundle, the root copy,
-the truststore and the wgetrc are readable where a sandbox user reads them (vaultgate's state
-directory is 0700; the CA goes to a shared directory with --ca-out). Each runtime also runs once
+the truststore and the wgetrc are readable where a sandbox user reads them (here a shared
+directory given with --ca-out; the state directory, 0711, would do as well). Each runtime also runs once
 without the lines and must then fail verification, so no case passes by accident. Success is
 judged by the upstream: the runtime's own path arrives there only after the runtime verified
 vaultgate's certificate. Also: the note for a bundle inside a directory others cannot enter, the
 truststore's entries (keytool), and the order of the printed lines.
 
 Runs in its own network and mount namespace: loopback only, /etc/hosts replaced by one that
-maps api.example.test to vaultgate's listener on 127.0.0.1:443."""
+maps api.example.test and grpc.example.test to vaultgate's listener on 127.0.0.1:443. Runs under
+/usr/bin/python3 when that is where grpcio is (Debian's modules)."""
 import os
 import pwd
 import shlex
@@ -20,9 +22,20 @@ import subprocess
 import sys
 import tempfile
 
-import vgtest as t
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+try:
+    import grpc
+except ImportError:
+    if sys.executable != "/usr/bin/python3" and os.path.exists("/usr/bin/python3"):
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    grpc = None
+from concurrent import futures  # noqa: E402
+
+import vgtest as t  # noqa: E402
 
 HOST = "api.example.test"
+GRPC_HOST = "grpc.example.test"
+grpc_seen = []  # what the gRPC server received: the path of the URL a runtime was given
 
 
 def isolate():
@@ -33,7 +46,7 @@ def isolate():
         t.skip("needs root and unshare (network and mount namespaces)")
     hosts = os.path.join(t.tmpdir(), "hosts")
     with open(hosts, "w") as f:
-        f.write("127.0.0.1 localhost %s\n::1 localhost\n" % HOST)
+        f.write("127.0.0.1 localhost %s %s\n::1 localhost\n" % (HOST, GRPC_HOST))
     os.chmod(hosts, 0o644)
     env = dict(os.environ, VG_TRUST_NS="1")
     sys.stdout.flush()
@@ -45,6 +58,41 @@ def isolate():
 
 def handler(req, ci):
     return [t.resp_bytes(200, b"{}\n", [("Content-Type", "application/json")])]
+
+
+def grpc_unary(req, ctx):
+    grpc_seen.append(req.decode())
+    return b"ok"
+
+
+def grpc_server(certs):
+    """A grpcio server with the upstream certificate on 127.x.y.z:443; returns (server, addr)."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("echo.Echo", {
+        "Unary": grpc.unary_unary_rpc_method_handler(grpc_unary)}),))
+    addr = t.free_loopback_addr()
+    with open(certs["key"], "rb") as f:
+        key = f.read()
+    with open(certs["cert"], "rb") as f:
+        crt = f.read()
+    server.add_secure_port("%s:443" % addr, grpc.ssl_server_credentials(((key, crt),)))
+    server.start()
+    return server, addr
+
+
+# gRPC core with default credentials: no roots given, so it reads
+# GRPC_DEFAULT_SSL_ROOTS_FILE_PATH or else its own; the URL's path travels as the message
+GRPC_CLIENT = """
+import sys, urllib.parse, grpc
+u = urllib.parse.urlsplit(sys.argv[1])
+ch = grpc.secure_channel("%s:443" % u.hostname, grpc.ssl_channel_credentials())
+print(ch.unary_unary("/echo.Echo/Unary")(u.path.encode(), timeout=20))
+"""
+
+
+def reached(up, prefix):
+    return (any(q.target.startswith(prefix) for q in up.requests) or
+            any(p.startswith(prefix) for p in grpc_seen))
 
 
 def as_nobody(args, env, cwd, timeout=120):
@@ -104,6 +152,11 @@ def runtimes(work):
         with open(src, "w") as f:
             f.write(JAVA)
         out.append(("java", lambda u: ["java", src, u]))
+    if grpc is not None:
+        out.append(("grpc", lambda u: [sys.executable, "-c", GRPC_CLIENT, u]))
+    else:
+        t.log("note: python3-grpcio is not installed; GRPC_DEFAULT_SSL_ROOTS_FILE_PATH is not "
+              "exercised here")
     if shutil.which("go"):
         src = os.path.join(work, "fetch.go")
         with open(src, "w") as f:
@@ -123,23 +176,33 @@ def main():
     os.chmod(work, 0o1777)
     shared = os.path.join(d, "shared")  # what a sandbox would mount
     os.makedirs(shared, 0o755)
-    certs = t.make_certs(d, [HOST])
+    certs = t.make_certs(d, [HOST, GRPC_HOST])
     up = t.FakeUpstream(certs["cert"], certs["key"], handler)
-    vg = t.Vaultgate(d, t.example_vault(), pins=[up.pin(HOST)], upstream_ca=certs["ca"],
+    pins = [up.pin(HOST)]
+    gserver = None
+    if grpc is not None:
+        gserver, gaddr = grpc_server(certs)
+        pins.append("%s:443:%s" % (GRPC_HOST, gaddr))
+    vault = t.example_vault(rules=[
+        {"host_pattern": HOST, "secret": "API_KEY", "scheme": "bearer"},
+        {"host_pattern": GRPC_HOST, "secret": "API_KEY", "scheme": "bearer"}])
+    vg = t.Vaultgate(d, vault, pins=pins, upstream_ca=certs["ca"],
                      https_port=443, extra=["--ca-out", os.path.join(shared, "ca.pem")])
     vg.ca = os.path.join(shared, "ca.pem")
     os.chmod(vg.vault_path, 0o600)
     vg.start()
     st = os.stat(vg.state)
-    t.check(st.st_mode & 0o777 == 0o700, "state dir mode %o" % (st.st_mode & 0o777))
+    t.check(st.st_mode & 0o777 == 0o711, "state dir mode %o" % (st.st_mode & 0o777))
 
-    # the default bundle beside a CA in the 0700 state directory: a note says who cannot read it
-    tmpca = os.path.join(vg.state, "ca-copy.pem")
+    # the default bundle beside a CA in a 0700 directory: a note says who cannot read it
+    private = os.path.join(d, "private")
+    os.makedirs(private, 0o700)
+    tmpca = os.path.join(private, "ca-copy.pem")
     shutil.copy(vg.ca, tmpca)
     p = subprocess.run([t.VG_BIN, "trust", "--ca", tmpca], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE)
     t.check(p.returncode == 0 and b"keeps other users out" in p.stderr and
-            vg.state.encode() in p.stderr, "no note for a 0700 directory: %r" % p.stderr)
+            private.encode() in p.stderr, "no note for a 0700 directory: %r" % p.stderr)
 
     p = subprocess.run([t.VG_BIN, "trust", "--ca", vg.ca], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE)
@@ -149,7 +212,7 @@ def main():
     t.check(names == ["SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
                       "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "PIP_CERT", "AWS_CA_BUNDLE",
                       "CARGO_HTTP_CAINFO", "DENO_CERT", "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
-                      "NPM_CONFIG_CAFILE", "WGETRC", "JAVA_TOOL_OPTIONS"], "lines %r" % names)
+                      "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", "NPM_CONFIG_CAFILE", "WGETRC", "JAVA_TOOL_OPTIONS"], "lines %r" % names)
     printed = {}
     for l in lines:
         k, _, v = l[len("export "):].partition("=")
@@ -175,17 +238,17 @@ def main():
             "GOTOOLCHAIN": "local", "GOPROXY": "off"}
     failures = []
     for name, argv in runtimes(work):
-        url = "https://%s/trust/%s" % (HOST, name)
+        host = GRPC_HOST if name == "grpc" else HOST
+        url = "https://%s/trust/%s" % (host, name)
         r = as_nobody(argv(url), dict(base, **printed), work)
-        got = [q.target for q in up.requests if q.target.startswith("/trust/%s" % name)]
-        if not got:
+        if not reached(up, "/trust/%s" % name):
             failures.append("%s with the lines did not reach the upstream: %d %s" %
                             (name, r.returncode, (r.stdout + r.stderr).decode(errors="replace")
                              [-600:]))
             continue
-        bare = "https://%s/bare/%s" % (HOST, name)
+        bare = "https://%s/bare/%s" % (host, name)
         r = as_nobody(argv(bare), dict(base), work)
-        if any(q.target.startswith("/bare/%s" % name) for q in up.requests) or r.returncode == 0:
+        if reached(up, "/bare/%s" % name) or r.returncode == 0:
             failures.append("%s reached vaultgate without the lines (exit %d)" %
                             (name, r.returncode))
             continue
@@ -199,6 +262,8 @@ def main():
         t.log("ok %s: verified with the lines only, refused without them" % name)
     t.check(not failures, "\n".join(failures))
     t.check(vg.stop() == 0, "stop")
+    if gserver is not None:
+        gserver.stop(0)
 
 
 if __name__ == "__main__":

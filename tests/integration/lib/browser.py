@@ -1,7 +1,8 @@
 """browser - Debian's headless Chromium for the status-page cases (python3 standard library only).
 
 - chromium(): the binary, or None when it is not installed.
-- dump_dom(url): the DOM Chromium built from the page (after the load event), serialised.
+- dump_dom(url, width, height): the DOM Chromium built from the page (after the load event),
+  serialised, laid out in a window of that size (1280 x 900 unless given).
 - screenshot(url, path, width, height): a PNG of the viewport.
 - Dom(html): elements by id (tag, attributes, text content) and tag counts.
 - png_pixels(path): (width, height, rows of (r, g, b)) from a PNG, decoded with zlib.
@@ -46,8 +47,8 @@ def _run(extra, width=1280, height=900, timeout=60):
     return r
 
 
-def dump_dom(url):
-    r = _run(["--dump-dom", url])
+def dump_dom(url, width=1280, height=900):
+    r = _run(["--dump-dom", url], width, height)
     if r.returncode != 0:
         raise RuntimeError("chromium --dump-dom exited %d: %s" %
                            (r.returncode, r.stderr.decode(errors="replace")[-2000:]))

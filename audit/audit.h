@@ -20,6 +20,7 @@ enum audit_route {
     AUDIT_ROUTE_DIRECT = 0,
     AUDIT_ROUTE_TUNNEL,
     AUDIT_ROUTE_REFUSED,
+    AUDIT_ROUTE_REPORTED, /* a policy block a report-only vault forwarded (SPEC §12) */
 };
 
 enum audit_source {

@@ -36,6 +36,8 @@ struct store {
     int queued; /* statements sent since the last sync */
 };
 
+#define PG_ROUTE_CHECK "route IN ('direct', 'tunnel', 'refused', 'reported')"
+
 static const char schema_sql[] =
     "BEGIN;"
     "SELECT pg_advisory_xact_lock(" PG_SCHEMA_LOCK_KEY ");"
@@ -51,11 +53,22 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS egress_route_log ("
     " run_id text NOT NULL,"
     " host text NOT NULL,"
-    " route text NOT NULL CHECK (route IN ('direct', 'tunnel', 'refused')),"
+    " route text NOT NULL CHECK (" PG_ROUTE_CHECK "),"
     " count bigint NOT NULL CHECK (count >= 0),"
     " first_seen timestamptz NOT NULL,"
     " last_seen timestamptz NOT NULL,"
     " PRIMARY KEY (run_id, host, route));"
+    /* a store made before the route `reported` (SPEC §12): its CHECK is replaced once */
+    "DO $$ BEGIN"
+    " IF EXISTS (SELECT 1 FROM pg_constraint"
+    "  WHERE conrelid = 'egress_route_log'::regclass AND contype = 'c'"
+    "  AND conname = 'egress_route_log_route_check'"
+    "  AND pg_get_constraintdef(oid) NOT LIKE '%reported%') THEN"
+    "  ALTER TABLE egress_route_log DROP CONSTRAINT egress_route_log_route_check;"
+    "  ALTER TABLE egress_route_log ADD CONSTRAINT egress_route_log_route_check"
+    "   CHECK (" PG_ROUTE_CHECK ");"
+    " END IF;"
+    " END $$;"
     "COMMIT;";
 
 static const char up_blocked_sql[] =

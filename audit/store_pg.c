@@ -104,6 +104,23 @@ static const char q_route_sql[] =
                      " ORDER BY host COLLATE \"C\", route COLLATE \"C\", run_id COLLATE \"C\" "
                      "LIMIT $2::bigint";
 
+static const char q_seen_sql[] =
+    "SELECT host, route, count FROM ("
+    "SELECT host, route, sum(count) AS count FROM egress_route_log"
+    " WHERE route IN ('reported', 'refused') AND ($1::text IS NULL OR run_id = $1)"
+    " GROUP BY host, route"
+    " UNION ALL SELECT host, text 'blocked', sum(seen_count) FROM blocked_host_log"
+    " WHERE $1::text IS NULL OR run_id = $1 GROUP BY host) AS seen"
+    " ORDER BY host COLLATE \"C\", route COLLATE \"C\" LIMIT $2::bigint";
+
+/* The statement that reads table for audit_query. */
+static const char *query_sql(enum audit_table table)
+{
+    if (table == AUDIT_TABLE_BLOCKED)
+        return q_blocked_sql;
+    return table == AUDIT_TABLE_ROUTES ? q_route_sql : q_seen_sql;
+}
+
 /* libpq messages end in newlines and may span lines: one line for err. */
 static int pg_fail(char *err, size_t errlen, const char *what, const char *msg)
 {
@@ -439,8 +456,7 @@ static int pg_query(const char *url, enum audit_table table, const char *run_id,
     conn = pg_connect(url, err, errlen);
     if (conn == NULL)
         goto out;
-    res = PQexecParams(conn, table == AUDIT_TABLE_BLOCKED ? q_blocked_sql : q_route_sql, 2, NULL,
-                       vals, NULL, NULL, 0);
+    res = PQexecParams(conn, query_sql(table), 2, NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         pg_fail(err, errlen, "query", PQerrorMessage(conn));
         goto out;

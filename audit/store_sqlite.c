@@ -89,6 +89,22 @@ static const char q_route_sql[] = "SELECT run_id, host, route, count, first_seen
                                   " FROM egress_route_log WHERE ?1 IS NULL OR run_id = ?1"
                                   " ORDER BY host, route, run_id";
 
+static const char q_seen_sql[] =
+    "SELECT host, route, sum(count) AS count FROM egress_route_log"
+    " WHERE route IN ('reported', 'refused') AND (?1 IS NULL OR run_id = ?1)"
+    " GROUP BY host, route"
+    " UNION ALL SELECT host, 'blocked', sum(seen_count) FROM blocked_host_log"
+    " WHERE ?1 IS NULL OR run_id = ?1 GROUP BY host"
+    " ORDER BY 1, 2";
+
+/* The statement that reads table for audit_query. */
+static const char *query_sql(enum audit_table table)
+{
+    if (table == AUDIT_TABLE_BLOCKED)
+        return q_blocked_sql;
+    return table == AUDIT_TABLE_ROUTES ? q_route_sql : q_seen_sql;
+}
+
 /* Count columns are numbers in JSON; every other column is text. */
 static int is_count_column(const char *name)
 {
@@ -299,8 +315,7 @@ static int sqlite_query(const char *url, enum audit_table table, const char *run
         goto out;
     }
     sqlite3_busy_timeout(db, SQLITE_BUSY_TIMEOUT_MS);
-    if (sqlite3_prepare_v2(db, table == AUDIT_TABLE_BLOCKED ? q_blocked_sql : q_route_sql, -1, &s,
-                           NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, query_sql(table), -1, &s, NULL) != SQLITE_OK) {
         store_fail(err, errlen, "sqlite %s: %s", path, sqlite3_errmsg(db));
         goto out;
     }

@@ -44,6 +44,7 @@ enum agg_kind {
     AGG_ROUTE_DIRECT,
     AGG_ROUTE_TUNNEL,
     AGG_ROUTE_REFUSED,
+    AGG_ROUTE_REPORTED,
     AGG_NKINDS,
 };
 
@@ -130,6 +131,8 @@ const char *audit_route_name(enum audit_route r)
         return "tunnel";
     case AUDIT_ROUTE_REFUSED:
         return "refused";
+    case AUDIT_ROUTE_REPORTED:
+        return "reported";
     }
     return "unknown";
 }
@@ -648,6 +651,8 @@ void audit_route(struct audit *a, int worker, const char *host, enum audit_route
         kind = AGG_ROUTE_DIRECT;
     else if (route == AUDIT_ROUTE_TUNNEL)
         kind = AGG_ROUTE_TUNNEL;
+    else if (route == AUDIT_ROUTE_REPORTED)
+        kind = AGG_ROUTE_REPORTED;
     record(a, worker, kind, host);
 }
 
@@ -737,7 +742,7 @@ static int entry_cmp(const void *x, const void *y)
 
 static int write_entry(struct audit *a, const struct agg_entry *e, char *err, size_t errlen)
 {
-    static const char *const routes[] = {"", "direct", "tunnel", "refused"};
+    static const char *const routes[] = {"", "direct", "tunnel", "refused", "reported"};
 
     if (e->kind == AGG_BLOCKED) {
         struct store_blocked_row r = {

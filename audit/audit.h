@@ -20,6 +20,7 @@ enum audit_route {
     AUDIT_ROUTE_DIRECT = 0,
     AUDIT_ROUTE_TUNNEL,
     AUDIT_ROUTE_REFUSED,
+    AUDIT_ROUTE_REPORTED, /* a policy block a report-only vault forwarded (SPEC §12) */
 };
 
 enum audit_source {
@@ -30,6 +31,9 @@ enum audit_source {
 enum audit_table {
     AUDIT_TABLE_BLOCKED = 0,
     AUDIT_TABLE_ROUTES,
+    /* what `audit suggest` reads (SPEC §12): {host, route, count} summed over the runs asked
+     * for, route `reported` or `refused` from egress_route_log, `blocked` from blocked_host_log */
+    AUDIT_TABLE_SEEN,
 };
 
 struct audit;

@@ -32,7 +32,7 @@ struct store_blocked_row {
 struct store_route_row {
     const char *run_id;
     const char *host;
-    const char *route; /* direct | tunnel | refused */
+    const char *route; /* direct | tunnel | refused | reported */
     uint64_t count;
     int64_t first_ms;
     int64_t last_ms;

@@ -36,6 +36,8 @@ struct store {
     int queued; /* statements sent since the last sync */
 };
 
+#define PG_ROUTE_CHECK "route IN ('direct', 'tunnel', 'refused', 'reported')"
+
 static const char schema_sql[] =
     "BEGIN;"
     "SELECT pg_advisory_xact_lock(" PG_SCHEMA_LOCK_KEY ");"
@@ -51,11 +53,22 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS egress_route_log ("
     " run_id text NOT NULL,"
     " host text NOT NULL,"
-    " route text NOT NULL CHECK (route IN ('direct', 'tunnel', 'refused')),"
+    " route text NOT NULL CHECK (" PG_ROUTE_CHECK "),"
     " count bigint NOT NULL CHECK (count >= 0),"
     " first_seen timestamptz NOT NULL,"
     " last_seen timestamptz NOT NULL,"
     " PRIMARY KEY (run_id, host, route));"
+    /* a store made before the route `reported` (SPEC §12): its CHECK is replaced once */
+    "DO $$ BEGIN"
+    " IF EXISTS (SELECT 1 FROM pg_constraint"
+    "  WHERE conrelid = 'egress_route_log'::regclass AND contype = 'c'"
+    "  AND conname = 'egress_route_log_route_check'"
+    "  AND pg_get_constraintdef(oid) NOT LIKE '%reported%') THEN"
+    "  ALTER TABLE egress_route_log DROP CONSTRAINT egress_route_log_route_check;"
+    "  ALTER TABLE egress_route_log ADD CONSTRAINT egress_route_log_route_check"
+    "   CHECK (" PG_ROUTE_CHECK ");"
+    " END IF;"
+    " END $$;"
     "COMMIT;";
 
 static const char up_blocked_sql[] =
@@ -90,6 +103,23 @@ static const char q_route_sql[] =
         "last_seen") " FROM egress_route_log WHERE $1::text IS NULL OR run_id = $1"
                      " ORDER BY host COLLATE \"C\", route COLLATE \"C\", run_id COLLATE \"C\" "
                      "LIMIT $2::bigint";
+
+static const char q_seen_sql[] =
+    "SELECT host, route, count FROM ("
+    "SELECT host, route, sum(count) AS count FROM egress_route_log"
+    " WHERE route IN ('reported', 'refused') AND ($1::text IS NULL OR run_id = $1)"
+    " GROUP BY host, route"
+    " UNION ALL SELECT host, text 'blocked', sum(seen_count) FROM blocked_host_log"
+    " WHERE $1::text IS NULL OR run_id = $1 GROUP BY host) AS seen"
+    " ORDER BY host COLLATE \"C\", route COLLATE \"C\" LIMIT $2::bigint";
+
+/* The statement that reads table for audit_query. */
+static const char *query_sql(enum audit_table table)
+{
+    if (table == AUDIT_TABLE_BLOCKED)
+        return q_blocked_sql;
+    return table == AUDIT_TABLE_ROUTES ? q_route_sql : q_seen_sql;
+}
 
 /* libpq messages end in newlines and may span lines: one line for err. */
 static int pg_fail(char *err, size_t errlen, const char *what, const char *msg)
@@ -426,8 +456,7 @@ static int pg_query(const char *url, enum audit_table table, const char *run_id,
     conn = pg_connect(url, err, errlen);
     if (conn == NULL)
         goto out;
-    res = PQexecParams(conn, table == AUDIT_TABLE_BLOCKED ? q_blocked_sql : q_route_sql, 2, NULL,
-                       vals, NULL, NULL, 0);
+    res = PQexecParams(conn, query_sql(table), 2, NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         pg_fail(err, errlen, "query", PQerrorMessage(conn));
         goto out;

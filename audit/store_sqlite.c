@@ -26,6 +26,15 @@ struct store {
     char path[1024];
 };
 
+#define ROUTE_COLUMNS                                                                              \
+    " run_id TEXT NOT NULL,"                                                                       \
+    " host TEXT NOT NULL,"                                                                         \
+    " route TEXT NOT NULL CHECK (route IN ('direct', 'tunnel', 'refused', 'reported')),"           \
+    " count INTEGER NOT NULL CHECK (count >= 0),"                                                  \
+    " first_seen TEXT NOT NULL,"                                                                   \
+    " last_seen TEXT NOT NULL,"                                                                    \
+    " PRIMARY KEY (run_id, host, route)"
+
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS blocked_host_log ("
     " user_id TEXT NOT NULL,"
@@ -36,14 +45,22 @@ static const char schema_sql[] =
     " last_seen TEXT NOT NULL,"
     " source TEXT NOT NULL CHECK (source IN ('proxy', 'local-egress', 'both')),"
     " PRIMARY KEY (user_id, run_id, host));"
-    "CREATE TABLE IF NOT EXISTS egress_route_log ("
-    " run_id TEXT NOT NULL,"
-    " host TEXT NOT NULL,"
-    " route TEXT NOT NULL CHECK (route IN ('direct', 'tunnel', 'refused')),"
-    " count INTEGER NOT NULL CHECK (count >= 0),"
-    " first_seen TEXT NOT NULL,"
-    " last_seen TEXT NOT NULL,"
-    " PRIMARY KEY (run_id, host, route));";
+    "CREATE TABLE IF NOT EXISTS egress_route_log (" ROUTE_COLUMNS ");";
+
+/*
+ * A store made before the route `reported` (SPEC §12) has a CHECK without it, and SQLite cannot
+ * alter a constraint: the table is rebuilt under the new one, rows kept, in the schema's
+ * transaction.
+ */
+static const char routes_has_reported_sql[] =
+    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'egress_route_log'"
+    " AND sql LIKE '%''reported''%'";
+static const char routes_migrate_sql[] =
+    "CREATE TABLE egress_route_log_new (" ROUTE_COLUMNS ");"
+    "INSERT INTO egress_route_log_new (run_id, host, route, count, first_seen, last_seen)"
+    " SELECT run_id, host, route, count, first_seen, last_seen FROM egress_route_log;"
+    "DROP TABLE egress_route_log;"
+    "ALTER TABLE egress_route_log_new RENAME TO egress_route_log;";
 
 static const char up_blocked_sql[] =
     "INSERT INTO blocked_host_log AS t"
@@ -72,6 +89,22 @@ static const char q_route_sql[] = "SELECT run_id, host, route, count, first_seen
                                   " FROM egress_route_log WHERE ?1 IS NULL OR run_id = ?1"
                                   " ORDER BY host, route, run_id";
 
+static const char q_seen_sql[] =
+    "SELECT host, route, sum(count) AS count FROM egress_route_log"
+    " WHERE route IN ('reported', 'refused') AND (?1 IS NULL OR run_id = ?1)"
+    " GROUP BY host, route"
+    " UNION ALL SELECT host, 'blocked', sum(seen_count) FROM blocked_host_log"
+    " WHERE ?1 IS NULL OR run_id = ?1 GROUP BY host"
+    " ORDER BY 1, 2";
+
+/* The statement that reads table for audit_query. */
+static const char *query_sql(enum audit_table table)
+{
+    if (table == AUDIT_TABLE_BLOCKED)
+        return q_blocked_sql;
+    return table == AUDIT_TABLE_ROUTES ? q_route_sql : q_seen_sql;
+}
+
 /* Count columns are numbers in JSON; every other column is text. */
 static int is_count_column(const char *name)
 {
@@ -90,6 +123,23 @@ static int exec_sql(sqlite3 *db, const char *sql, const char *path, char *err, s
     if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
         return store_fail(err, errlen, "sqlite %s: %s", path, sqlite3_errmsg(db));
     return 0;
+}
+
+/* Rebuilds an egress_route_log whose CHECK predates `reported`. 0 or -1 + err. */
+static int migrate_routes(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+    sqlite3_stmt *s = NULL;
+    int rc;
+
+    if (sqlite3_prepare_v2(db, routes_has_reported_sql, -1, &s, NULL) != SQLITE_OK)
+        return store_fail(err, errlen, "sqlite %s: %s", path, sqlite3_errmsg(db));
+    rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc == SQLITE_ROW)
+        return 0;
+    if (rc != SQLITE_DONE)
+        return store_fail(err, errlen, "sqlite %s: %s", path, sqlite3_errmsg(db));
+    return exec_sql(db, routes_migrate_sql, path, err, errlen);
 }
 
 static void sqlite_close(struct store **stp)
@@ -133,6 +183,7 @@ static struct store *sqlite_open(const char *url, char *err, size_t errlen)
         exec_sql(st->db, "BEGIN IMMEDIATE", path, err, errlen) < 0)
         goto fail;
     if (exec_sql(st->db, schema_sql, path, err, errlen) < 0 ||
+        migrate_routes(st->db, path, err, errlen) < 0 ||
         exec_sql(st->db, "COMMIT", path, err, errlen) < 0) {
         sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
         goto fail;
@@ -264,8 +315,7 @@ static int sqlite_query(const char *url, enum audit_table table, const char *run
         goto out;
     }
     sqlite3_busy_timeout(db, SQLITE_BUSY_TIMEOUT_MS);
-    if (sqlite3_prepare_v2(db, table == AUDIT_TABLE_BLOCKED ? q_blocked_sql : q_route_sql, -1, &s,
-                           NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, query_sql(table), -1, &s, NULL) != SQLITE_OK) {
         store_fail(err, errlen, "sqlite %s: %s", path, sqlite3_errmsg(db));
         goto out;
     }

@@ -1,17 +1,21 @@
 /*
  * cmd_audit.c - `vaultgate audit`: prints one audit table (SPEC §2, §6) as an aligned table or,
- * with --json, as the same JSON array the admin API serves.
+ * with --json, as the same JSON array the admin API serves; `audit suggest` prints the
+ * host_policy fragment of SPEC §12 (audit/allowlist.h) on stdout and one line per host on stderr.
  *
  * Read-only: a missing SQLite file is an error, never created. Exit 0, 1 when the store cannot
  * be read, 2 on bad usage. Values from the store are printed with control bytes replaced, so a
  * row cannot drive the terminal.
  */
+#include "audit/allowlist.h"
 #include "audit/audit.h"
 #include "cli/cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <libpsl.h>
 
 #define AUDIT_DEFAULT_STORE "sqlite:./var/audit.db"
 #define AUDIT_CELL_MAX      512
@@ -21,7 +25,9 @@ struct audit_args {
     const char *run;
     enum audit_table table;
     bool have_table;
+    bool suggest;
     bool json;
+    int min_count;
 };
 
 static const char *const blocked_cols[] = {"host",      "source", "seen_count", "first_seen",
@@ -31,15 +37,21 @@ static const char *const route_cols[] = {"host",      "route",  "count", "first_
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: vaultgate audit [--store URL] [blocked|routes] [--run ID] [--json]\n"
-                 "\n"
-                 "Prints the audit store: blocked_host_log (blocked, the default) or\n"
-                 "egress_route_log (routes), ordered by host.\n"
-                 "\n"
-                 "  --store URL  sqlite:PATH, postgresql://... or off (default " AUDIT_DEFAULT_STORE
-                 ")\n"
-                 "  --run ID     only the rows of this run\n"
-                 "  --json       a JSON array of row objects instead of a table\n");
+    fprintf(out,
+            "usage: vaultgate audit [--store URL] [blocked|routes] [--run ID] [--json]\n"
+            "       vaultgate audit [--store URL] suggest [--run ID] [--min-count N]\n"
+            "\n"
+            "Prints the audit store: blocked_host_log (blocked, the default) or\n"
+            "egress_route_log (routes), ordered by host. suggest prints a vault fragment\n"
+            "{\"host_policy\": {\"hosts\": {...}}} allowing every host reported or refused,\n"
+            "most seen first (three or more names under one registrable domain become\n"
+            "*.<domain>), and one line per host on stderr: host, count, route.\n"
+            "\n"
+            "  --store URL      sqlite:PATH, postgresql://... or off (default " AUDIT_DEFAULT_STORE
+            ")\n"
+            "  --run ID         only the rows of this run\n"
+            "  --json           a JSON array of row objects instead of a table\n"
+            "  --min-count N    suggest: only hosts seen at least N times (default 1)\n");
 }
 
 /* The one operand: which table, blocked or routes. 0 taken, -1 not. */
@@ -49,7 +61,9 @@ static int take_table(void *arg, const char *word)
 
     if (a->have_table)
         return -1;
-    if (strcmp(word, "blocked") == 0)
+    if (strcmp(word, "suggest") == 0)
+        a->suggest = true;
+    else if (strcmp(word, "blocked") == 0)
         a->table = AUDIT_TABLE_BLOCKED;
     else if (strcmp(word, "routes") == 0)
         a->table = AUDIT_TABLE_ROUTES;
@@ -65,6 +79,7 @@ static const struct cli_opt audit_table[] = {
     {"--store", CLI_STR, .flags = CLI_NONEMPTY, .off = AUDIT_OPT(store), .what = "a URL"},
     {"--run", CLI_STR, .flags = CLI_NONEMPTY, .off = AUDIT_OPT(run), .what = "a run id"},
     {"--json", CLI_FLAG, .off = AUDIT_OPT(json)},
+    {"--min-count", CLI_INT, .off = AUDIT_OPT(min_count), .lo = 1, .hi = 1e9, .what = "a number"},
     {0},
 };
 
@@ -127,10 +142,39 @@ static void print_table(const cJSON *rows, const char *const *cols)
     printf("(%d row%s)\n", nrows, nrows == 1 ? "" : "s");
 }
 
+/*
+ * `audit suggest`: reads host names and counts only (never a vault, never a secret), so it works
+ * wherever the store can be read. 0, or EXIT_RUNTIME after one line on stderr.
+ */
+static int audit_suggest(const struct audit_args *a, const cJSON *seen)
+{
+    psl_ctx_t *psl = psl_latest(NULL); /* the system's list when newer, else the built-in one */
+    cJSON *frag = NULL;
+    char *lines = NULL, *text = NULL;
+    int rc = EXIT_RUNTIME;
+
+    if (allowlist_suggest(seen, (uint64_t)a->min_count, psl != NULL ? psl : psl_builtin(), &frag,
+                          &lines) < 0 ||
+        (text = cJSON_Print(frag)) == NULL) {
+        fprintf(stderr, "vaultgate audit: out of memory\n");
+        goto out;
+    }
+    fputs(lines, stderr);
+    printf("%s\n", text);
+    rc = EXIT_OK;
+out:
+    free(text);
+    free(lines);
+    cJSON_Delete(frag);
+    psl_free(psl);
+    return rc;
+}
+
 int cmd_audit(int argc, char **argv)
 {
     static const struct cli_spec spec = {"audit", audit_table, usage, take_table, &audit_words};
-    struct audit_args a = {.store = AUDIT_DEFAULT_STORE, .table = AUDIT_TABLE_BLOCKED};
+    struct audit_args a = {
+        .store = AUDIT_DEFAULT_STORE, .table = AUDIT_TABLE_BLOCKED, .min_count = 1};
     char err[512], shown[512];
     cJSON *rows = NULL;
     int rc;
@@ -140,12 +184,22 @@ int cmd_audit(int argc, char **argv)
     if (strcmp(a.store, "off") != 0 && strncmp(a.store, "sqlite:", 7) != 0 &&
         strncmp(a.store, "postgresql://", 13) != 0 && strncmp(a.store, "postgres://", 11) != 0)
         return cli_usage_error("audit", "--store: expected sqlite:PATH, postgresql://... or off");
-    if (audit_query(a.store, a.table, a.run, &rows, err, sizeof(err)) < 0) {
+    if (a.suggest && a.json)
+        return cli_usage_error("audit", "--json: suggest prints JSON already");
+    if (!a.suggest && a.min_count != 1)
+        return cli_usage_error("audit", "--min-count: only with suggest");
+    if (audit_query(a.store, a.suggest ? AUDIT_TABLE_SEEN : a.table, a.run, &rows, err,
+                    sizeof(err)) < 0) {
         audit_url_display(a.store, shown, sizeof(shown));
         fprintf(stderr, "vaultgate audit: cannot read %s: %s\n", shown, err);
         return EXIT_RUNTIME;
     }
-    if (a.json) {
+    if (a.suggest) {
+        rc = audit_suggest(&a, rows);
+        cJSON_Delete(rows);
+        if (rc != EXIT_OK)
+            return rc;
+    } else if (a.json) {
         char *s = cJSON_Print(rows);
 
         if (s == NULL) {
@@ -155,10 +209,11 @@ int cmd_audit(int argc, char **argv)
         }
         printf("%s\n", s);
         free(s);
+        cJSON_Delete(rows);
     } else {
         print_table(rows, a.table == AUDIT_TABLE_BLOCKED ? blocked_cols : route_cols);
+        cJSON_Delete(rows);
     }
-    cJSON_Delete(rows);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "vaultgate audit: cannot write the output\n");
         return EXIT_RUNTIME;

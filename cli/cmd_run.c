@@ -381,6 +381,24 @@ static bool nothing_to_enforce(const struct policy *p)
     return true;
 }
 
+/*
+ * SPEC §12: a report-only vault enforces no policy refusal, so enforcement is degraded while it
+ * is loaded. N counts from process start (across reloads); a reload to `enforce: true` ends the
+ * warning, not the count.
+ */
+static void report_only_warning(const struct policy *p, cJSON *arr)
+{
+    struct metrics_totals mt;
+    char buf[96];
+
+    if (!policy_report_only(p))
+        return;
+    metrics_totals(&mt);
+    snprintf(buf, sizeof(buf), "report-only: %llu requests would have been refused",
+             (unsigned long long)mt.reported);
+    cJSON_AddItemToArray(arr, cJSON_CreateString(buf));
+}
+
 static void run_status(void *arg, cJSON *obj)
 {
     struct run_state *rs = arg;
@@ -422,6 +440,7 @@ static void run_status(void *arg, cJSON *obj)
                                                          "in memory and retried"));
         reload_warnings_json(&rs->warnings, arr);
         oauth_warnings_json(p, arr);
+        report_only_warning(p, arr);
     }
     cJSON_AddStringToObject(
         obj, "enforcement",

@@ -3,7 +3,8 @@
  * policy_decide() on hosts derived from the vault, checked against a naive reference decision;
  * policy_decide_request() on requests derived from the rules' scopes (methods, path prefixes
  * and their neighbours, with and without a method override), checked against a naive walk of every
- * rule; injection and the check description for every rule. Invariants: errors are one non-empty
+ * rule; both under the vault's host_policy.enforce (SPEC §12: a report-only block is a reported
+ * allow); injection and the check description for every rule. Invariants: errors are one non-empty
  * line; both decisions agree with the reference; inject_forms gives 1..INJECT_MAX_FORMS forms;
  * nothing leaks.
  */
@@ -20,11 +21,22 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* SPEC §12: a report-only vault forwards what it would block, without a rule. */
+static void reference_report(const struct vault *v, struct policy_decision *d)
+{
+    if (d->verdict != POLICY_BLOCK || !v->report_only)
+        return;
+    d->verdict = POLICY_ALLOW;
+    d->rule = -1;
+    d->reported = true;
+}
+
 /* SPEC §3 "Decision for one host", written the slow and obvious way. */
-static void reference(const struct vault *v, const char *host, struct policy_decision *d)
+static void reference_host(const struct vault *v, const char *host, struct policy_decision *d)
 {
     d->rule = -1;
     d->designated = false;
+    d->reported = false;
     for (size_t i = 0; i < v->nentries; i++) {
         if (v->entries[i].block && hostmatch_match(v->entries[i].match, host) != 0) {
             d->verdict = POLICY_BLOCK;
@@ -47,6 +59,12 @@ static void reference(const struct vault *v, const char *host, struct policy_dec
         }
     }
     d->verdict = v->default_block ? POLICY_BLOCK : POLICY_ALLOW;
+}
+
+static void reference(const struct vault *v, const char *host, struct policy_decision *d)
+{
+    reference_host(v, host, d);
+    reference_report(v, d);
 }
 
 /* SPEC §3 "Decision for one request", the slow way: every rule in order. Returns 0 or 400. */
@@ -76,6 +94,7 @@ static int reference_request(const struct vault *v, const char *host, const char
         d->verdict = POLICY_BLOCK;
         d->rule = -1;
         d->out_of_scope = true;
+        reference_report(v, d);
         return 0;
     }
     plen = scope_decode(target, rawlen, dec);
@@ -101,6 +120,7 @@ static int reference_request(const struct vault *v, const char *host, const char
     d->verdict = POLICY_BLOCK;
     d->rule = -1;
     d->out_of_scope = true;
+    reference_report(v, d);
     return 0;
 }
 
@@ -116,7 +136,8 @@ static void check_request(const struct policy *p, const char *host, const char *
         int wst = reference_request(policy_vault(p), host, method, target, override != 0, &want);
 
         if (gst != wst || (gst == 0 && (got.verdict != want.verdict || got.rule != want.rule ||
-                                        got.out_of_scope != want.out_of_scope))) {
+                                        got.out_of_scope != want.out_of_scope ||
+                                        got.reported != want.reported))) {
             fprintf(stderr, "request decision mismatch for %s %s\n", method, host);
             abort();
         }
@@ -150,7 +171,8 @@ static void check_host(const struct policy *p, const char *host)
 
     policy_decide(p, host, &got);
     reference(policy_vault(p), host, &want);
-    if (got.verdict != want.verdict || got.rule != want.rule || got.designated != want.designated) {
+    if (got.verdict != want.verdict || got.rule != want.rule || got.designated != want.designated ||
+        got.reported != want.reported) {
         fprintf(stderr, "decision mismatch for host %s\n", host);
         abort();
     }

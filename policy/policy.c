@@ -247,6 +247,16 @@ static size_t first_rule(const struct policy *p, const char *host, size_t from)
     return plist_first(&p->rules, host, from, rule_match_at, p->v);
 }
 
+/* A report-only vault forwards what it would block (SPEC §12): allow, without a credential. */
+static void report_block(const struct policy *p, struct policy_decision *d)
+{
+    if (d->verdict != POLICY_BLOCK || !p->v->report_only)
+        return;
+    d->verdict = POLICY_ALLOW;
+    d->rule = -1;
+    d->reported = true;
+}
+
 void policy_decide(const struct policy *p, const char *host, struct policy_decision *out)
 {
     struct policy_decision d = {.verdict = POLICY_BLOCK, .rule = -1, .designated = false};
@@ -256,14 +266,22 @@ void policy_decide(const struct policy *p, const char *host, struct policy_decis
         host = "";
     if (entries_match(p, host, true)) {
         d.designated = true;
+        d.rule_host = first_rule(p, host, 0) != NO_MATCH;
     } else if ((r = first_rule(p, host, 0)) != NO_MATCH) {
         d.verdict = POLICY_INJECT;
         d.rule = (int)r;
         d.designated = true;
+        d.rule_host = true;
     } else if (entries_match(p, host, false) || !p->v->default_block) {
         d.verdict = POLICY_ALLOW;
     }
+    report_block(p, &d);
     *out = d;
+}
+
+bool policy_report_only(const struct policy *p)
+{
+    return p->v->report_only;
 }
 
 /* The path-scoped rules whose host pattern matches host: is there any? */
@@ -336,6 +354,7 @@ int policy_decide_request(const struct policy *p, const char *host, const char *
         return 0;
     }
     d.designated = true;
+    d.rule_host = true;
     if (p->npathrules > 0 &&
         plist_first(&p->pathrules, host, 0, pathrule_match_at, p) != NO_MATCH) {
         rawlen = scope_path_len(target, tlen);
@@ -358,6 +377,7 @@ int policy_decide_request(const struct policy *p, const char *host, const char *
     } else {
         d.out_of_scope = true;
     }
+    report_block(p, &d);
     if (dec != stackbuf)
         free(dec);
     *out = d;
@@ -582,6 +602,9 @@ static int derive_messages(struct policy *p)
         return -1;
     for (size_t i = 0; i < v->nentries; i++)
         any_block = any_block || v->entries[i].block;
+    if (v->report_only &&
+        push_str(&p->notes, &p->nnotes, "report-only: refusals are recorded, not enforced") != 0)
+        return -1;
     if (v->nrules == 0 && !any_block && !v->default_block &&
         push_str(&p->notes, &p->nnotes,
                  "nothing to enforce: no rules, no block entries and an allow default") != 0)

@@ -35,11 +35,18 @@ enum policy_scheme {
     POLICY_SCHEME_SIGV4,
 };
 
+/*
+ * Under a report-only vault (host_policy.enforce false, SPEC §12) a decision that would be
+ * POLICY_BLOCK is POLICY_ALLOW with `reported` set: forwarded without any credential, counted
+ * under the route `reported`. out_of_scope keeps saying why it would have been refused.
+ */
 struct policy_decision {
     enum policy_verdict verdict;
     int rule;          /* index of the matching rule for POLICY_INJECT, else -1 */
     bool designated;   /* a rule host or a block entry: intercepted in default routing */
-    bool out_of_scope; /* POLICY_BLOCK by step 3: rules match the host, none admits the request */
+    bool out_of_scope; /* block by step 3: rules match the host, none admits the request */
+    bool rule_host;    /* some rule's host pattern matches the host: upstream TLS on 443 only */
+    bool reported;     /* a block the report-only vault forwards instead (verdict ALLOW) */
 };
 
 /* Read-only view of one rule, for logs, metrics and status. Never holds the secret. */
@@ -131,6 +138,9 @@ void policy_decide(const struct policy *p, const char *host, struct policy_decis
 int policy_decide_request(const struct policy *p, const char *host, const char *method,
                           const char *target, size_t tlen, bool method_override,
                           struct policy_decision *out, const char **why);
+
+/* host_policy.enforce is false: policy blocks are reported and forwarded (SPEC §12). */
+bool policy_report_only(const struct policy *p);
 
 /* Routing mode and the first reason, e.g. `host_policy.default is "block"`. */
 enum policy_mode policy_mode(const struct policy *p, const char **reason);

@@ -52,8 +52,9 @@ enum { SEC_VALUE, SEC_ENV, SEC_FILE, SEC_OAUTH, SEC_N };
 static const struct vfield hostpol_fields[] = {
     {"default", cJSON_String, false},
     {"hosts", cJSON_Object, false},
+    {"enforce", VAULT_BOOL, false},
 };
-enum { HP_DEFAULT, HP_HOSTS, HP_N };
+enum { HP_DEFAULT, HP_HOSTS, HP_ENFORCE, HP_N };
 
 /* ---- paths and errors ---- */
 
@@ -179,6 +180,8 @@ static const char *want_name(int type)
         return "a number";
     case cJSON_Object:
         return "an object";
+    case VAULT_BOOL:
+        return "a boolean";
     default:
         return "an array";
     }
@@ -186,6 +189,8 @@ static const char *want_name(int type)
 
 static int type_is(const cJSON *item, int type)
 {
+    if (type == VAULT_BOOL)
+        return cJSON_IsBool(item);
     return (item->type & 0xFF) == type;
 }
 
@@ -568,6 +573,8 @@ static int parse_host_policy(struct vctx *c, const cJSON *hp)
         c->v->default_block = f[HP_DEFAULT]->valuestring[0] == 'b';
         vault_path_pop(c, old);
     }
+    /* report-only (SPEC §12): a policy block is forwarded without a credential and counted */
+    c->v->report_only = f[HP_ENFORCE] != NULL && cJSON_IsFalse(f[HP_ENFORCE]);
     if (f[HP_HOSTS] != NULL) {
         old = vault_path_key(c, "hosts");
         if (parse_hosts(c, f[HP_HOSTS]) != 0)

@@ -68,6 +68,7 @@ struct vault {
     char *run_id;   /* "" when the vault has no run.id */
     char *run_user; /* "" when the vault has no run.user */
     bool default_block;
+    bool report_only; /* host_policy.enforce false (SPEC §12) */
     struct vault_secret *secrets;
     size_t nsecrets;
     struct vault_rule *rules;

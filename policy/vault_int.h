@@ -29,9 +29,12 @@ struct vctx {
 };
 
 /* One row of a fixed-field object's schema. */
+/* A field's type for vfield: true or false (cJSON has a type for each). */
+#define VAULT_BOOL (cJSON_True | cJSON_False)
+
 struct vfield {
     const char *key;
-    int type; /* cJSON_String, cJSON_Number, cJSON_Object, cJSON_Array */
+    int type; /* cJSON_String, cJSON_Number, cJSON_Object, cJSON_Array or VAULT_BOOL */
     bool required;
 };
 

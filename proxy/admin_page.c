@@ -231,8 +231,15 @@ static void traffic_section(FILE *f, const struct metrics_totals *t)
                 names[d], names[d], what[d], (unsigned long long)t->requests[d]);
     fprintf(f,
             "</tbody>\n</table>\n<p>Refusals by policy (requests and connections): "
-            "<strong id=\"refusals\">%llu</strong></p>\n</section>\n",
+            "<strong id=\"refusals\">%llu</strong></p>\n",
             (unsigned long long)t->blocked);
+    /* SPEC §12: what a report-only vault let through, counted as "allow" above */
+    if (t->reported > 0)
+        fprintf(f,
+                "<p>Would have been refused (report-only, forwarded without credential): "
+                "<strong id=\"reported\">%llu</strong></p>\n",
+                (unsigned long long)t->reported);
+    fputs("</section>\n", f);
 }
 
 static int by_count_desc(const void *a, const void *b, const char *key)

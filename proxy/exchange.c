@@ -436,6 +436,12 @@ static int exch_decide(struct exchange *x, const struct http_head *h, struct pol
                   st == 400 ? VG_R_NONCANONICAL : VG_R_OOM);
         return -1;
     }
+    if (dec->reported && h != NULL) {
+        /* report-only (SPEC §12): forwarded as an allowed host; the requests of a CONNECT are
+         * counted one by one inside it */
+        x->reported = true;
+        metrics_reported(w->id);
+    }
     if (dec->verdict != POLICY_BLOCK)
         return 0;
     x->mdec = METRICS_D_BLOCK;
@@ -473,7 +479,7 @@ static void exch_connect(struct exchange *x, struct http_head *h)
         return;
     x->target_port = port;
     x->connect_tunnel = port == EXCH_HTTPS_PORT && x->w->sh->mode == POLICY_MODE_DEFAULT &&
-                        dec.verdict == POLICY_ALLOW && !dec.designated;
+                        dec.verdict == POLICY_ALLOW && !dec.designated && !dec.reported;
     exch_finish(x, EXCH_END_CONNECT);
 }
 
@@ -633,7 +639,7 @@ void exchange_request(struct exchange *x, struct http1_msg *req)
     if (exch_checks(x, h) < 0 || exch_decide(x, h, &dec) < 0)
         goto out;
     if (x->cc->proxy && !x->cc->host_fixed && x->target_port != EXCH_HTTP_PORT &&
-        dec.verdict != POLICY_INJECT) {
+        dec.verdict != POLICY_INJECT && !dec.rule_host) {
         /* absolute-form to another port of a host without a rule: a refusal by policy (SPEC
          * §6); a rule's host is reached over TLS on 443 whatever port the request names */
         x->mdec = METRICS_D_BLOCK;
@@ -644,9 +650,9 @@ void exchange_request(struct exchange *x, struct http1_msg *req)
     }
     /* a rule's host is only ever reached over TLS on 443, whatever listener it came in on; over
      * TLS the upstream may pick HTTP/2 (a WebSocket needs HTTP/1.1's Upgrade) */
-    x->up_tls = !(x->cc->tls || dec.verdict == POLICY_INJECT) ? UPSTREAM_PLAIN
-                : x->ws                                       ? UPSTREAM_TLS
-                                                              : UPSTREAM_TLS_H2;
+    x->up_tls = !(x->cc->tls || dec.verdict == POLICY_INJECT || dec.rule_host) ? UPSTREAM_PLAIN
+                : x->ws                                                        ? UPSTREAM_TLS
+                                                                               : UPSTREAM_TLS_H2;
     x->up_port = x->up_tls != UPSTREAM_PLAIN ? EXCH_HTTPS_PORT : EXCH_HTTP_PORT;
     {
         const struct http_field *ct = httphead_get(h, "Content-Type");

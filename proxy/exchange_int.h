@@ -77,6 +77,7 @@ struct exchange {
                 * how the response is read: resp_is_grpc) */
     int up_port;
     bool route_tunnel;
+    bool reported;       /* a policy block forwarded by a report-only vault (SPEC §12) */
     uint64_t resp_bytes; /* bytes read from the upstream for this request */
 
     /* flags of this request (sub-states are the state above) */

@@ -412,6 +412,14 @@ static int exch_inflate_resume(struct exchange *x)
 
 /* ---- the end of a response -------------------------------------------------------------- */
 
+/* The egress_route_log route of a forwarded request: reported (SPEC §12), tunnel or direct. */
+static enum audit_route exch_route(const struct exchange *x)
+{
+    if (x->reported)
+        return AUDIT_ROUTE_REPORTED;
+    return x->route_tunnel ? AUDIT_ROUTE_TUNNEL : AUDIT_ROUTE_DIRECT;
+}
+
 /* The response ended cleanly: account, recycle the upstream, report to the transport. */
 static void exch_response_done(struct exchange *x)
 {
@@ -420,9 +428,8 @@ static void exch_response_done(struct exchange *x)
     bool reuse;
 
     metrics_request(w->id, x->mdec, x->status, exch_elapsed(&x->t_start));
-    audit_route(w->sh->audit, w->id, x->host,
-                x->route_tunnel ? AUDIT_ROUTE_TUNNEL : AUDIT_ROUTE_DIRECT);
-    exch_log_request(x, x->route_tunnel ? "tunnel" : "direct", NULL);
+    audit_route(w->sh->audit, w->id, x->host, exch_route(x));
+    exch_log_request(x, audit_route_name(exch_route(x)), NULL);
     reuse = ub != NULL && x->req_done && x->resp != NULL && x->resp->keep_alive &&
             !bevio_has_input(ub) && bevio_pending(&x->up) == 0;
     if (reuse) {
@@ -440,9 +447,8 @@ static void exch_response_done(struct exchange *x)
 static void exch_upgraded(struct exchange *x)
 {
     metrics_request(x->w->id, x->mdec, 101, exch_elapsed(&x->t_start));
-    audit_route(x->w->sh->audit, x->w->id, x->host,
-                x->route_tunnel ? AUDIT_ROUTE_TUNNEL : AUDIT_ROUTE_DIRECT);
-    exch_log_request(x, x->route_tunnel ? "tunnel" : "direct",
+    audit_route(x->w->sh->audit, x->w->id, x->host, exch_route(x));
+    exch_log_request(x, audit_route_name(exch_route(x)),
                      x->ws_bad_ext ? VG_R_WEBSOCKET_EXT : VG_R_WEBSOCKET);
     exch_finish(x, EXCH_END_UPGRADE);
 }

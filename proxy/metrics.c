@@ -36,6 +36,7 @@ static const double bucket_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 struct metrics_slot {
     _Atomic uint64_t requests[METRICS_D_COUNT][METRICS_CODE_CLASSES];
     _Atomic uint64_t blocked;
+    _Atomic uint64_t reported; /* policy blocks a report-only vault forwarded (SPEC §12) */
     _Atomic uint64_t conn_open;
     _Atomic uint64_t conn_close;
     _Atomic uint64_t tls_handshakes;
@@ -136,6 +137,14 @@ void metrics_blocked(int worker)
 
     if (s != NULL)
         inc(&s->blocked, 1);
+}
+
+void metrics_reported(int worker)
+{
+    struct metrics_slot *s = slot_of(worker);
+
+    if (s != NULL)
+        inc(&s->reported, 1);
 }
 
 static unsigned label_hash(const char *name)
@@ -382,6 +391,7 @@ void metrics_totals(struct metrics_totals *out)
             out->requests[d] += SUM_AT(requests, d * METRICS_CODE_CLASSES + c);
     }
     out->blocked = SUM(blocked);
+    out->reported = SUM(reported);
 }
 
 char *metrics_render(const struct metrics_extra *extra, size_t *len)
@@ -397,6 +407,9 @@ char *metrics_render(const struct metrics_extra *extra, size_t *len)
     render_requests(&b);
     header(&b, "blocked_total", "counter", "Requests and connections refused by policy.");
     buf_printf(&b, "vaultgate_blocked_total %llu\n", (unsigned long long)SUM(blocked));
+    header(&b, "reported_total", "counter",
+           "Requests a report-only vault forwarded that policy would have refused.");
+    buf_printf(&b, "vaultgate_reported_total %llu\n", (unsigned long long)SUM(reported));
     render_injections(&b);
     /* Closes first: opens read afterwards can only be larger, so the gauge never dips below 0. */
     closes = SUM(conn_close);

@@ -37,6 +37,8 @@ void metrics_shutdown(void);
 /* One answered request: decision, HTTP status, seconds from head to last response byte. */
 void metrics_request(int worker, enum metrics_decision d, int status, double seconds);
 void metrics_blocked(int worker);
+/* One request a report-only vault forwarded that policy would have refused (SPEC §12). */
+void metrics_reported(int worker);
 /* secret is the secret's NAME (label value); at most VG_VAULT_MAX_SECRETS*4 distinct names. */
 void metrics_injection(int worker, const char *secret);
 void metrics_conn_open(int worker);
@@ -59,6 +61,7 @@ struct metrics_extra {
 struct metrics_totals {
     uint64_t requests[METRICS_D_COUNT];
     uint64_t blocked;
+    uint64_t reported; /* since the process started, across reloads */
 };
 
 /* Sums every slot into *out (zeros before metrics_init). */

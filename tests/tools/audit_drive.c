@@ -3,13 +3,16 @@
  *
  * audit_drive --store URL [--source proxy|local-egress] [--user ID] [--run ID] [--threads N]
  *             [--hosts N] [--repeat N] [--rounds N] [--interval-ms N]
- *             [--route direct|tunnel|refused] [--prefix P]
+ *             [--route direct|tunnel|refused|reported] [--prefix P] [--suffix S]
+ *             [--blocked 0|1]
  *
- * Each round, every thread t (worker t) records, for each host <P>NNNN.example, `repeat`
- * blocks and `repeat` routes. So each host ends with threads*repeat*rounds counts in both
- * tables. After each round one JSON line with audit_status goes to stdout; at the end a line
- * with start_ms and end_ms (wall clock, bracketing every record) after audit_close returned.
- * Exit 0, or 1 when the store cannot be opened.
+ * Each round, every thread t (worker t) records, for each host <P>NNNN.<S> (S: example),
+ * `repeat` blocks and `repeat` routes. So each host ends with threads*repeat*rounds counts in
+ * both tables; with --route reported (or --blocked 0) only in egress_route_log, as a
+ * report-only vault records a request it forwards instead of refusing (SPEC §12). After each round
+ * one JSON line with audit_status goes to stdout; at the end a line with start_ms and end_ms (wall
+ * clock, bracketing every record) after audit_close returned. Exit 0, or 1 when the store cannot be
+ * opened.
  */
 #include "audit/audit.h"
 #include "common/timefmt.h"
@@ -26,6 +29,8 @@ struct drive {
     int repeat;
     enum audit_route route;
     const char *prefix;
+    const char *suffix;
+    int blocked; /* record blocks too */
 };
 
 struct worker {
@@ -40,9 +45,10 @@ static void *worker_main(void *arg)
     char host[128];
 
     for (int i = 0; i < w->d->hosts; i++) {
-        snprintf(host, sizeof(host), "%s%04d.example", w->d->prefix, i);
+        snprintf(host, sizeof(host), "%s%04d.%s", w->d->prefix, i, w->d->suffix);
         for (int r = 0; r < w->d->repeat; r++) {
-            audit_blocked(w->d->audit, w->index, host);
+            if (w->d->blocked && w->d->route != AUDIT_ROUTE_REPORTED)
+                audit_blocked(w->d->audit, w->index, host);
             audit_route(w->d->audit, w->index, host, w->d->route);
         }
     }
@@ -53,7 +59,8 @@ static int usage(void)
 {
     fprintf(stderr, "usage: audit_drive --store URL [--source proxy|local-egress] [--user ID] "
                     "[--run ID] [--threads N] [--hosts N] [--repeat N] [--rounds N] "
-                    "[--interval-ms N] [--route direct|tunnel|refused] [--prefix P]\n");
+                    "[--interval-ms N] [--route direct|tunnel|refused|reported] [--prefix P] "
+                    "[--suffix S] [--blocked 0|1]\n");
     return 2;
 }
 
@@ -61,7 +68,7 @@ int main(int argc, char **argv)
 {
     const char *store = NULL, *user = "u-test", *run = "run-test";
     enum audit_source source = AUDIT_SOURCE_PROXY;
-    struct drive d = {NULL, 10, 1, AUDIT_ROUTE_REFUSED, "h"};
+    struct drive d = {NULL, 10, 1, AUDIT_ROUTE_REFUSED, "h", "example", 1};
     int threads = 4, rounds = 1, interval_ms = 0;
     struct worker *ws;
     char err[512];
@@ -94,10 +101,15 @@ int main(int argc, char **argv)
             interval_ms = atoi(v);
         else if (strcmp(o, "--prefix") == 0)
             d.prefix = v;
+        else if (strcmp(o, "--suffix") == 0)
+            d.suffix = v;
+        else if (strcmp(o, "--blocked") == 0)
+            d.blocked = atoi(v);
         else if (strcmp(o, "--route") == 0)
-            d.route = strcmp(v, "direct") == 0   ? AUDIT_ROUTE_DIRECT
-                      : strcmp(v, "tunnel") == 0 ? AUDIT_ROUTE_TUNNEL
-                                                 : AUDIT_ROUTE_REFUSED;
+            d.route = strcmp(v, "direct") == 0     ? AUDIT_ROUTE_DIRECT
+                      : strcmp(v, "tunnel") == 0   ? AUDIT_ROUTE_TUNNEL
+                      : strcmp(v, "reported") == 0 ? AUDIT_ROUTE_REPORTED
+                                                   : AUDIT_ROUTE_REFUSED;
         else
             return usage();
     }

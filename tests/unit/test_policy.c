@@ -96,6 +96,103 @@ START_TEST(test_policy_default_allow)
 }
 END_TEST
 
+/*
+ * Report-only (SPEC §12): every block becomes a reported allow without a rule, whatever made it
+ * a block (an entry, the scope of a host's rules, a method override, the default); injection and
+ * allows are unchanged; a non-canonical path on a path-scoped host is still 400.
+ */
+static const char *report_vault =
+    "{'version':1," SEC ",'rules':["
+    "{'host_pattern':'api.example.com','secret':'A','scheme':'bearer','methods':['GET'],"
+    "'paths':['/v1']},"
+    "{'host_pattern':'both.example.com','secret':'A','scheme':'bearer'}],"
+    "'host_policy':{'default':'block','enforce':false,'hosts':{'evil.example':'block',"
+    "'both.example.com':'block','pypi.org':'allow'}}}";
+
+static const struct {
+    const char *host, *method, *target;
+    bool override;
+    int status; /* 0, or the refusal that is not policy */
+    enum policy_verdict verdict;
+    int rule;
+    bool reported, out_of_scope, rule_host, designated;
+} report_cases[] = {
+    {"api.example.com", "GET", "/v1/x", false, 0, POLICY_INJECT, 0, false, false, true, true},
+    {"api.example.com", "POST", "/v1/x", false, 0, POLICY_ALLOW, -1, true, true, true, true},
+    {"api.example.com", "GET", "/v2", false, 0, POLICY_ALLOW, -1, true, true, true, true},
+    {"api.example.com", "GET", "/v1", true, 0, POLICY_ALLOW, -1, true, true, true, true},
+    {"api.example.com", "GET", "/v1/../x", false, 400, POLICY_BLOCK, -1, false, false, false,
+     false},
+    {"api.example.com", "GET", "/v1#x", false, 400, POLICY_BLOCK, -1, false, false, false, false},
+    {"evil.example", "GET", "/", false, 0, POLICY_ALLOW, -1, true, false, false, true},
+    {"both.example.com", "GET", "/", false, 0, POLICY_ALLOW, -1, true, false, true, true},
+    {"pypi.org", "GET", "/", false, 0, POLICY_ALLOW, -1, false, false, false, false},
+    {"unknown.example", "GET", "/", false, 0, POLICY_ALLOW, -1, true, false, false, false},
+};
+
+START_TEST(test_policy_report_only)
+{
+    struct policy *p = vaultq_parse_ok(report_vault);
+    struct policy_decision d = {.verdict = POLICY_BLOCK, .rule = -1};
+    const char *why = NULL;
+    int st = policy_decide_request(p, report_cases[_i].host, report_cases[_i].method,
+                                   report_cases[_i].target, strlen(report_cases[_i].target),
+                                   report_cases[_i].override, &d, &why);
+
+    ck_assert(policy_report_only(p));
+    ck_assert_msg(st == report_cases[_i].status, "%s %s%s: %d", report_cases[_i].method,
+                  report_cases[_i].host, report_cases[_i].target, st);
+    ck_assert_msg(d.verdict == report_cases[_i].verdict, "%s %s%s: verdict %d",
+                  report_cases[_i].method, report_cases[_i].host, report_cases[_i].target,
+                  d.verdict);
+    ck_assert_int_eq(d.rule, report_cases[_i].rule);
+    ck_assert_int_eq(d.reported, report_cases[_i].reported);
+    ck_assert_int_eq(d.out_of_scope, report_cases[_i].out_of_scope);
+    ck_assert_int_eq(d.rule_host, report_cases[_i].rule_host);
+    ck_assert_int_eq(d.designated, report_cases[_i].designated);
+    policy_unref(&p);
+}
+END_TEST
+
+/* The same vault enforced refuses all of that; the host-only decision reports the same way. */
+START_TEST(test_policy_report_only_enforced)
+{
+    char *json = vaultq_json(report_vault), *at = strstr(json, "\"enforce\":false");
+    struct policy *p;
+    struct policy_decision d;
+    const char *why = NULL;
+    char err[ERRSZ];
+
+    ck_assert_ptr_nonnull(at);
+    memcpy(at, "\"enforce\":true ", 15);
+    p = policy_parse(json, strlen(json), err, sizeof(err));
+    ck_assert_msg(p != NULL, "%s", err);
+    ck_assert(!policy_report_only(p));
+    ck_assert_int_eq(policy_decide_request(p, "api.example.com", "POST", "/v1", 3, false, &d, &why),
+                     0);
+    ck_assert(d.verdict == POLICY_BLOCK && d.out_of_scope && !d.reported && d.rule_host);
+    policy_decide(p, "evil.example", &d);
+    ck_assert(d.verdict == POLICY_BLOCK && !d.reported);
+    policy_unref(&p);
+    free(json);
+    p = vaultq_parse_ok(report_vault);
+    {
+        size_t n;
+        const char *const *m = policy_notes(p, &n);
+        bool found = false;
+
+        for (size_t i = 0; i < n; i++)
+            found = found || strcmp(m[i], "report-only: refusals are recorded, not enforced") == 0;
+        ck_assert_msg(found, "no report-only note");
+    }
+    policy_decide(p, "evil.example", &d);
+    ck_assert(d.verdict == POLICY_ALLOW && d.reported && d.designated && d.rule == -1);
+    policy_decide(p, "api.example.com", &d);
+    ck_assert(d.verdict == POLICY_INJECT && !d.reported && d.rule == 0);
+    policy_unref(&p);
+}
+END_TEST
+
 #define R0 "{'host_pattern':'api.example.com','secret':'A','scheme':'bearer'}"
 static const struct {
     const char *json;
@@ -349,6 +446,9 @@ Suite *suite_policy(void)
     tcase_add_loop_test(tc, test_policy_decide, 0,
                         (int)(sizeof(decide_cases) / sizeof(decide_cases[0])));
     tcase_add_test(tc, test_policy_default_allow);
+    tcase_add_loop_test(tc, test_policy_report_only, 0,
+                        (int)(sizeof(report_cases) / sizeof(report_cases[0])));
+    tcase_add_test(tc, test_policy_report_only_enforced);
     tcase_add_loop_test(tc, test_policy_mode, 0, (int)(sizeof(mode_cases) / sizeof(mode_cases[0])));
     tcase_add_test(tc, test_policy_messages);
     tcase_add_test(tc, test_policy_names);

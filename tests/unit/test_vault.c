@@ -308,6 +308,16 @@ static const struct {
     /* host_policy */
     {"{'version':1,'host_policy':{'default':'deny'}}",
      "host_policy.default: expected one of allow, block"},
+    {"{'version':1,'host_policy':{'enforce':'false'}}",
+     "host_policy.enforce: expected a boolean, got a string"},
+    {"{'version':1,'host_policy':{'enforce':0}}",
+     "host_policy.enforce: expected a boolean, got a number"},
+    {"{'version':1,'host_policy':{'enforce':null}}",
+     "host_policy.enforce: expected a boolean, got null"},
+    {"{'version':1,'host_policy':{'enforce':true,'enforce':false}}",
+     "host_policy.enforce: duplicate field"},
+    {"{'version':1,'host_policy':{'enforced':false}}",
+     "host_policy.enforced: unknown field; did you mean \"enforce\"?"},
     {"{'version':1,'host_policy':{'hosts':{'a.example.com':'deny'}}}",
      "host_policy.hosts[\"a.example.com\"]: expected one of allow, block"},
     {"{'version':1,'host_policy':{'hosts':{'a b':'block'}}}",
@@ -643,6 +653,28 @@ START_TEST(test_vault_minimal_and_run)
 }
 END_TEST
 
+/* host_policy.enforce (SPEC §12): true by default, false makes the policy report-only */
+START_TEST(test_vault_enforce)
+{
+    static const struct {
+        const char *vault;
+        bool report_only;
+    } cases[] = {
+        {"{'version':1}", false},
+        {"{'version':1,'host_policy':{'enforce':true}}", false},
+        {"{'version':1,'host_policy':{'enforce':false}}", true},
+        {"{'version':1,'host_policy':{'default':'block','enforce':false,'hosts':{}}}", true},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct policy *p = vaultq_parse_ok(cases[i].vault);
+
+        ck_assert_msg(policy_report_only(p) == cases[i].report_only, "%s", cases[i].vault);
+        policy_unref(&p);
+    }
+}
+END_TEST
+
 Suite *suite_vault(void);
 
 Suite *suite_vault(void)
@@ -655,6 +687,7 @@ Suite *suite_vault(void)
                         (int)(sizeof(vault_errors) / sizeof(vault_errors[0])));
     tcase_add_loop_test(tc, test_vault_limits, 0,
                         (int)(sizeof(limit_cases) / sizeof(limit_cases[0])));
+    tcase_add_test(tc, test_vault_enforce);
     tcase_add_test(tc, test_vault_secret_lengths);
     tcase_add_test(tc, test_vault_oauth_client_id);
     tcase_add_test(tc, test_vault_too_large);

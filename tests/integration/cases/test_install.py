@@ -70,7 +70,7 @@ def check_man(dest):
     fields = set()
     for src in ("vault.c", "vault_rule.c", "vault_oauth.c"):
         with open(os.path.join(t.SRC, "policy", src)) as f:
-            fields |= set(re.findall(r'\{"([a-z_]+)", cJSON_', f.read()))
+            fields |= set(re.findall(r'\{"([a-z_]+)", (?:cJSON_|VAULT_BOOL)', f.read()))
     t.check(len(fields) >= 30, "vault fields found in policy/vault*.c: %r" % sorted(fields))
     for fld in sorted(fields):
         t.check(re.search(r"\b%s\b" % fld, text5), "vaultgate-vault(5) lacks the field %s" % fld)

@@ -223,6 +223,11 @@ void mask_spell_free(struct mask_spell **sp)
     secmem_free(sp, sizeof(*s));
 }
 
+bool mask_spell_is(const struct mask_spell *s, const unsigned char *form, size_t len)
+{
+    return s->n == len && memcmp(s->p, form, len) == 0;
+}
+
 size_t mask_spell_max_hold(const struct mask_spell *s)
 {
     return 6 * s->n - 1;

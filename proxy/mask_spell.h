@@ -9,6 +9,7 @@
 #ifndef VG_MASK_SPELL_H
 #define VG_MASK_SPELL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,9 @@ struct mask_spell_run;
 /* Tables for form[0..len), 1 <= len <= VG_MASK_FORM_MAX (copied). NULL on bad length or OOM. */
 struct mask_spell *mask_spell_new(const unsigned char *form, size_t len);
 void mask_spell_free(struct mask_spell **sp);
+
+/* Whether s is the matcher of form[0..len). */
+bool mask_spell_is(const struct mask_spell *s, const unsigned char *form, size_t len);
 
 /* The most bytes a partial spelling can span: 6 per byte of the form but the last, plus an
  * unfinished escape of 5. Never more than this is held back for the form. */

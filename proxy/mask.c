@@ -54,11 +54,16 @@
 /* Matchers per masker: every form given, and each value's base64 forms. */
 #define MASK_MAX_FORMS (INJECT_MAX_FORMS * (1 + MASK_B64_FORMS))
 
+/* The shared filter is left for the rest of a feed once it has stopped more than once per this
+ * many bytes (and more than this many times). */
+#define MASK_SHARED_RATE 16
+
 struct mask {
     struct mask_spell *spell[MASK_MAX_FORMS];
     struct mask_spell_run *run[MASK_MAX_FORMS];
     size_t nforms;
-    size_t maxhold; /* the most bytes any form can hold back */
+    struct mask_filter *filter; /* several forms: where any can begin (AVX2), or NULL */
+    size_t maxhold;             /* the most bytes any form can hold back */
     uint64_t matches;
     /* Held-back bytes: buf[start..end), the first of them at stream offset pos. */
     unsigned char *buf; /* 2 * maxhold bytes, wiped on free */
@@ -157,6 +162,9 @@ struct mask *mask_new(const struct inject_form *forms, size_t nforms)
         if (m->buf == NULL)
             goto out;
     }
+    if (m->nforms > 1 && mask_filter_usable() &&
+        (m->filter = mask_filter_new(m->spell, m->nforms)) == NULL)
+        goto out;
     ret = m;
     m = NULL;
 out:
@@ -175,6 +183,7 @@ void mask_free(struct mask **mp)
         mask_spell_run_free(&m->run[i]);
         mask_spell_free(&m->spell[i]);
     }
+    mask_filter_free(&m->filter);
     secmem_free(&m->buf, 2 * m->maxhold);
     secmem_free(mp, sizeof(*m));
 }
@@ -182,6 +191,60 @@ void mask_free(struct mask **mp)
 uint64_t mask_count(const struct mask *m)
 {
     return m->matches;
+}
+
+/* Form k reads src[from..) until it holds no partial spelling (or src ends); *done is where it
+ * stopped. 0 or -1. */
+static int mask_run_form(struct mask *m, size_t k, const unsigned char *src, size_t len,
+                         size_t from, uint64_t at, unsigned char *dst, size_t *done)
+{
+    size_t used;
+
+    if (mask_spell_scan_some(m->spell[k], m->run[k], src + from, len - from, at + from, dst, m->pos,
+                             &m->matches, &used) != 0)
+        return -1;
+    *done = from + used;
+    return 0;
+}
+
+/*
+ * The forms over src[0..len) with the shared filter. A form that holds a partial spelling reads
+ * on until it holds none; an idle form reads nothing until a position where a spelling of it
+ * can begin, found by the filter for all forms at once, and from there on until it is idle
+ * again. Each form so reads every byte it needs, in order, and passes the others as its own
+ * fast path would. Where the filter stops more often than once per MASK_SHARED_RATE bytes (a
+ * body of the secret's first bytes, of '%' or '\'), each form reads the rest on its own. 0 or
+ * -1.
+ */
+static int mask_scan_shared(struct mask *m, const unsigned char *src, size_t len, uint64_t at,
+                            unsigned char *dst)
+{
+    size_t done[MASK_MAX_FORMS], i = 0, stops = 0;
+
+    for (size_t k = 0; k < m->nforms; k++) {
+        done[k] = 0;
+        if (!mask_spell_idle(m->run[k]) && mask_run_form(m, k, src, len, 0, at, dst, &done[k]) != 0)
+            return -1;
+    }
+    while ((i = mask_filter_skip(m->filter, src, i, len)) < len) {
+        if (++stops > MASK_SHARED_RATE && stops > i / MASK_SHARED_RATE)
+            break;
+        for (size_t k = 0; k < m->nforms; k++) {
+            if (done[k] <= i && mask_spell_can_begin(m->spell[k], src, i, len) &&
+                mask_run_form(m, k, src, len, i, at, dst, &done[k]) != 0)
+                return -1;
+        }
+        i++;
+    }
+    for (size_t k = 0; k < m->nforms && i < len; k++) {
+        /* a form behind i is idle, and the filter passed nothing before i that it needs */
+        size_t from = done[k] > i ? done[k] : i;
+
+        if (mask_spell_scan(m->spell[k], m->run[k], src + from, len - from, at + from, dst, m->pos,
+                            &m->matches) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 /*
@@ -195,10 +258,13 @@ static int mask_scan(struct mask *m, const unsigned char *src, size_t len, unsig
 {
     uint64_t at = m->pos + (total - len), from = m->pos + total;
 
+    if (m->filter != NULL && mask_scan_shared(m, src, len, at, dst) != 0)
+        return -1;
     for (size_t k = 0; k < m->nforms; k++) {
         uint64_t h;
 
-        if (mask_spell_scan(m->spell[k], m->run[k], src, len, at, dst, m->pos, &m->matches) != 0)
+        if (m->filter == NULL &&
+            mask_spell_scan(m->spell[k], m->run[k], src, len, at, dst, m->pos, &m->matches) != 0)
             return -1;
         h = mask_spell_hold(m->run[k]);
         if (h < from)

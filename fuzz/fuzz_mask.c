@@ -3,15 +3,21 @@
  *
  * Input: byte 0 = mode (bits 0-1: the secret's alphabet - visible ASCII and space, escape
  * characters only, any byte, or "ab"; bit 2: the data is a gzip (bit 3 clear) or deflate (bit
- * 3 set) body to decode first; otherwise bit 3 adds the base64 of the secret as a second form;
- * bits 4-7 seed the feed sizes); byte 1: the secret's length (1 + b % 40); the secret's bytes
+ * 3 set) body to decode first; otherwise bit 3 adds the base64 of the secret as a second form
+ * (a wire form, as basic's); bits 4-7 seed the feed sizes); byte 1 = b: the secret's length
+ * (1 + b % 40), and whether it is a value (b / 40 even: INJECT_FORM_VALUE); the secret's bytes
  * (mapped into the alphabet); 4 bytes seeding where a spelling of each form is planted in the
- * data and which spelling of each byte it uses (independently per byte); then the data. The
- * stream is fed in pseudo-random pieces (empty, single bytes, and up to a few spellings long).
+ * data and which spelling of each byte it uses (independently per byte), and the head's binary
+ * field; then the data. The stream is fed in pseudo-random pieces (empty, single bytes, and up
+ * to a few spellings long).
  *
- * The reference tries every start offset: a dynamic programme over the spelling grammar (each
- * byte of a form raw, `+` for a space, `%hh` in every letter case, `\u00hh` for ASCII, `\/`,
- * `\\`, `\"`), each spelling written out as a string and compared byte by byte.
+ * The reference forms are the forms given and, for a value, its base64 forms, derived here
+ * from OpenSSL's base64 of the value behind 0, 1 or 2 zero bytes: the characters from the first
+ * that holds no bit of those bytes to the last that holds only bits of the value, in the
+ * standard and the URL-safe alphabet, those shorter than 4 characters left out, each distinct
+ * form once. The reference tries every start offset: a dynamic programme over the spelling
+ * grammar (each byte of a form raw, `+` for a space, `%hh` in every letter case, `\u00hh` for
+ * ASCII, `\/`, `\\`, `\"`), each spelling written out as a string and compared byte by byte.
  *
  * Invariants (abort on violation):
  * - after each feed, exactly the bytes from the earliest start of a proper prefix of a spelling
@@ -19,10 +25,15 @@
  * - the output has the input's length and equals the reference: every byte of every spelling of
  *   every form starred, every other byte unchanged; the planted spellings are starred;
  *   mask_count equals the number of (form, end offset) pairs where a spelling ends;
- * - mask_head on a one-field head masks the value and the name exactly as the reference does;
+ * - mask_head on a head of two fields masks the names and values exactly as the reference does;
+ *   the second is a binary field (`-bin`) whose value is the data in base64 (padded or not) or
+ *   the data itself: the reference decodes it (standard alphabet, padding optional), masks the
+ *   bytes, encodes them again over the same characters when something was masked, then masks
+ *   the text;
  * - decoding in pieces (some with a small output budget per call) gives the same verdict and
  *   bytes as decoding in one feed, within the cap and the budgets.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,13 +48,17 @@
 #define FUZZ_SECRET_MAX  40
 #define FUZZ_SPELL_MAX   12 /* spellings of one byte: raw, '+', 4 of %hh, 4 of \u00hh, \x */
 #define FUZZ_SPELL_BYTES 6
+#define FUZZ_FORMS       8 /* the two forms given, the value's six base64 forms */
+#define FUZZ_B64_MIN     4
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 struct fuzz_in {
-    struct inject_form f[2];
-    size_t nf, span; /* span: the longest spelling of any form, plus one */
+    struct inject_form f[2];           /* given to mask_new */
+    struct inject_form rf[FUZZ_FORMS]; /* what the reference looks for */
+    size_t nf, nrf, span;              /* span: the longest spelling of any form, plus one */
     unsigned char secret[FUZZ_SECRET_MAX], b64[2 * FUZZ_SECRET_MAX + 4];
+    unsigned char derived[6][2 * FUZZ_SECRET_MAX + 8];
     uint64_t seed, plant;
 };
 
@@ -164,10 +179,10 @@ static void ref_build(const struct fuzz_in *x, const uint8_t *in, size_t len, st
         abort();
     if (len > 0)
         memcpy(r->want, in, len);
-    for (size_t k = 0; k < x->nf; k++) {
+    for (size_t k = 0; k < x->nrf; k++) {
         memset(ends, 0, len + 1);
         for (size_t s = 0; s < len; s++)
-            ref_from(x, &x->f[k], in, len, s, r, ends, rows);
+            ref_from(x, &x->rf[k], in, len, s, r, ends, rows);
         for (size_t e = 0; e <= len; e++)
             r->hits += ends[e];
     }
@@ -247,27 +262,119 @@ static void check_stream(struct fuzz_in *x, struct mask *m, const uint8_t *in, s
     evbuffer_free(out);
 }
 
+static int ref_b64_value(uint8_t c)
+{
+    static const char std[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const char *p = c != 0 ? strchr(std, c) : NULL;
+
+    return p != NULL ? (int)(p - std) : -1;
+}
+
+/*
+ * The reference for a binary field's value v[0..len) (masked in place): decoded bit by bit
+ * when it is standard base64 with or without padding, the bytes masked, written back over the
+ * same characters (the bits beyond the last byte and the padding unchanged) when something
+ * was masked; then the text masked. Returns the spellings' ends counted.
+ */
+static size_t ref_bin(const struct fuzz_in *x, uint8_t *v, size_t len)
+{
+    size_t n = len, pad = 0, hits = 0;
+    uint8_t *bits = malloc(6 * len + 1), *bytes = malloc(len + 1);
+    struct fuzz_ref r;
+    int ok = len > 0;
+
+    if (bits == NULL || bytes == NULL)
+        abort();
+    while (n > 0 && pad < 2 && v[n - 1] == '=' && len % 4 == 0) {
+        n--;
+        pad++;
+    }
+    if (n % 4 == 1 || (pad > 0 && (n + pad) % 4 != 0))
+        ok = 0;
+    for (size_t i = 0; i < n && ok; i++) {
+        int d = ref_b64_value(v[i]);
+
+        if (d < 0)
+            ok = 0;
+        for (int b = 0; b < 6 && ok; b++)
+            bits[6 * i + (size_t)b] = (uint8_t)((d >> (5 - b)) & 1);
+    }
+    if (ok && 6 * n / 8 > 0) {
+        size_t nb = 6 * n / 8;
+
+        for (size_t i = 0; i < nb; i++) {
+            bytes[i] = 0;
+            for (int b = 0; b < 8; b++)
+                bytes[i] = (uint8_t)(bytes[i] << 1 | bits[8 * i + (size_t)b]);
+        }
+        ref_build(x, bytes, nb, &r);
+        hits = r.hits;
+        if (hits > 0) {
+            for (size_t i = 0; i < 8 * nb; i++)
+                bits[i] = (uint8_t)((r.want[i / 8] >> (7 - i % 8)) & 1);
+            for (size_t i = 0; i < n; i++) {
+                int d = 0;
+
+                for (int b = 0; b < 6; b++)
+                    d = d << 1 | bits[6 * i + (size_t)b];
+                v[i] =
+                    (uint8_t) "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[d];
+            }
+        }
+        ref_free(&r);
+    }
+    ref_build(x, v, len, &r);
+    if (len > 0)
+        memcpy(v, r.want, len);
+    hits += r.hits;
+    ref_free(&r);
+    free(bits);
+    free(bytes);
+    return hits;
+}
+
 static void check_head(const struct fuzz_in *x, const struct mask *m, const uint8_t *in, size_t len)
 {
-    char *value = malloc(len + 1), name[] = "X-Echo";
-    struct http_field field = {name, 6, value, len};
-    struct http_head h = {.status = 200, .fields = &field, .nfields = 1};
-    struct fuzz_ref rv, rn;
+    size_t blen = len;
+    char *value = malloc(len + 1), name[] = "X-Echo", bname[] = "X-Echo-Bin";
+    char *bvalue = malloc(4 * (len / 3) + 8);
+    uint8_t *bwant = malloc(4 * (len / 3) + 8);
+    struct http_field field[2] = {{name, 6, value, len}, {bname, 10, bvalue, 0}};
+    struct http_head h = {.status = 200, .fields = field, .nfields = 2};
+    struct fuzz_ref rv, rn, rb;
+    size_t bhits;
 
-    if (value == NULL)
+    if (value == NULL || bvalue == NULL || bwant == NULL)
         abort();
     if (len > 0)
         memcpy(value, in, len);
     value[len] = '\0';
+    /* the binary field: the data in base64 (padded, or not), or the data as it is */
+    if (x->plant & (1u << 30)) {
+        blen = (size_t)EVP_EncodeBlock((unsigned char *)bvalue, in, (int)len);
+        while ((x->plant & (1u << 31)) && blen > 0 && bvalue[blen - 1] == '=')
+            blen--;
+    } else if (len > 0) {
+        memcpy(bvalue, in, len);
+    }
+    bvalue[blen] = '\0';
+    field[1].value_len = blen;
+    memcpy(bwant, bvalue, blen + 1);
     ref_build(x, in, len, &rv);
     ref_build(x, (const uint8_t *)name, sizeof(name) - 1, &rn);
-    if (mask_head(m, &h) != rv.hits + rn.hits)
+    ref_build(x, (const uint8_t *)bname, sizeof(bname) - 1, &rb);
+    bhits = ref_bin(x, bwant, blen);
+    if (mask_head(m, &h) != rv.hits + rn.hits + rb.hits + bhits)
         abort();
-    if ((len > 0 && memcmp(value, rv.want, len) != 0) || memcmp(name, rn.want, 6) != 0)
+    if ((len > 0 && memcmp(value, rv.want, len) != 0) || memcmp(name, rn.want, 6) != 0 ||
+        memcmp(bname, rb.want, 10) != 0 || (blen > 0 && memcmp(bvalue, bwant, blen) != 0))
         abort();
     ref_free(&rv);
     ref_free(&rn);
+    ref_free(&rb);
     free(value);
+    free(bvalue);
+    free(bwant);
 }
 
 /* Decodes in[] in one feed and in pieces; both must agree. Returns the decoded bytes or NULL. */
@@ -328,15 +435,42 @@ static struct evbuffer *check_decode(struct fuzz_in *x, enum mask_coding c, cons
     return a;
 }
 
+/* The value's base64 forms (see the top of the file), added to the reference forms. */
+static void ref_derive(struct fuzz_in *x)
+{
+    for (unsigned int i = 0; i < 6; i++) {
+        unsigned char z[FUZZ_SECRET_MAX + 2] = {0}, enc[2 * FUZZ_SECRET_MAX + 8];
+        size_t r = i / 2, n = x->f[0].len, from = (8 * r + 5) / 6, to = (8 * r + 8 * n) / 6;
+        bool dup = false;
+
+        memcpy(z + r, x->secret, n);
+        EVP_EncodeBlock(enc, z, (int)(r + n));
+        if (to - from < FUZZ_B64_MIN)
+            continue;
+        for (size_t j = from; j < to; j++) {
+            unsigned char c = enc[j];
+
+            x->derived[i][j - from] = i % 2 == 0 ? c : c == '+' ? '-' : c == '/' ? '_' : c;
+        }
+        for (size_t k = 0; k < x->nrf && !dup; k++)
+            dup =
+                x->rf[k].len == to - from && memcmp(x->rf[k].bytes, x->derived[i], to - from) == 0;
+        if (!dup)
+            x->rf[x->nrf++] = (struct inject_form){x->derived[i], to - from, 0};
+    }
+}
+
 /* Reads the secret (mapped into the mode's alphabet) and the forms; 0, or -1 if too short. */
 static int fuzz_forms(struct fuzz_in *x, uint8_t mode, const uint8_t **p, const uint8_t *end)
 {
     static const char escapes[] = "%\\+ /\"u0a4Af1";
     size_t len;
+    bool value;
 
     if (end - *p < 1)
         return -1;
     len = 1 + (size_t)(**p % FUZZ_SECRET_MAX);
+    value = (**p / FUZZ_SECRET_MAX) % 2 == 0;
     (*p)++;
     if ((size_t)(end - *p) < len)
         return -1;
@@ -359,16 +493,21 @@ static int fuzz_forms(struct fuzz_in *x, uint8_t mode, const uint8_t **p, const 
         }
     }
     *p += len;
-    x->f[0] = (struct inject_form){x->secret, len};
+    x->f[0] = (struct inject_form){x->secret, len, value ? INJECT_FORM_VALUE : 0};
     x->nf = 1;
     if ((mode & 12) == 8) {
         x->f[1].bytes = x->b64;
         x->f[1].len = (size_t)EVP_EncodeBlock(x->b64, x->secret, (int)len);
+        x->f[1].flags = 0;
         x->nf = 2;
     }
-    for (size_t k = 0; k < x->nf; k++) {
-        if (6 * x->f[k].len + 1 > x->span)
-            x->span = 6 * x->f[k].len + 1;
+    for (size_t k = 0; k < x->nf; k++)
+        x->rf[x->nrf++] = x->f[k];
+    if (value)
+        ref_derive(x);
+    for (size_t k = 0; k < x->nrf; k++) {
+        if (6 * x->rf[k].len + 1 > x->span)
+            x->span = 6 * x->rf[k].len + 1;
     }
     return 0;
 }
@@ -382,21 +521,21 @@ static uint8_t *fuzz_plant(struct fuzz_in *x, const uint8_t *data, size_t len, s
                            size_t *planted)
 {
     struct spelling sp[FUZZ_SPELL_MAX];
-    uint8_t *s = malloc(len + x->nf * (x->span + 1) + 1);
+    uint8_t *s = malloc(len + x->nrf * (x->span + 1) + 1);
     size_t o = 0, from = 0;
     uint64_t rng = x->plant | 1;
 
     if (s == NULL)
         abort();
-    for (size_t k = 0; k < x->nf; k++) {
+    for (size_t k = 0; k < x->nrf; k++) {
         size_t at = from + (size_t)(fuzz_rng(&rng) % (len - from + 1));
 
         memcpy(s + o, data + from, at - from);
         o += at - from;
         from = at;
         planted[2 * k] = o;
-        for (size_t i = 0; i < x->f[k].len; i++) {
-            size_t n = ref_spellings(x->f[k].bytes[i], sp), w = (size_t)(fuzz_rng(&rng) % n);
+        for (size_t i = 0; i < x->rf[k].len; i++) {
+            size_t n = ref_spellings(x->rf[k].bytes[i], sp), w = (size_t)(fuzz_rng(&rng) % n);
 
             memcpy(s + o, sp[w].b, sp[w].len);
             o += sp[w].len;
@@ -414,7 +553,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct evbuffer *dec = NULL;
     struct mask *m = NULL;
     const uint8_t *p = data + 1, *end = data + size;
-    size_t planted[4], slen;
+    size_t planted[2 * FUZZ_FORMS], slen;
     uint8_t mode, *stream;
 
     if (size < 1)
@@ -440,7 +579,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     } else {
         stream = fuzz_plant(&x, p, (size_t)(end - p), &slen, planted);
-        check_stream(&x, m, stream, slen, planted, 2 * x.nf);
+        check_stream(&x, m, stream, slen, planted, 2 * x.nrf);
         check_head(&x, m, stream, slen);
         free(stream);
     }

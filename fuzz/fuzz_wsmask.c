@@ -199,6 +199,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     build(data + 1 + slen, size - 1 - slen, secret, slen, &b);
     f.bytes = secret;
     f.len = slen;
+    f.flags = INJECT_FORM_VALUE; /* the masker adds its base64 forms */
     w1 = wsmask_new(&f, 1);
     w2 = wsmask_new(&f, 1);
     if (w1 == NULL || w2 == NULL)

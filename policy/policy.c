@@ -450,14 +450,18 @@ static int wire_concat(const char *prefix, const char *body, size_t blen, char *
     return 0;
 }
 
-static void wire_add_form(struct policy_wire *w, const char *bytes, size_t len)
+/* Adds a form unless it is there already (a value twice keeps the value flag). */
+static void wire_add_form(struct policy_wire *w, const char *bytes, size_t len, unsigned int flags)
 {
     for (size_t i = 0; i < w->nforms; i++) {
-        if (w->forms[i].len == len && memcmp(w->forms[i].bytes, bytes, len) == 0)
+        if (w->forms[i].len == len && memcmp(w->forms[i].bytes, bytes, len) == 0) {
+            w->forms[i].flags |= flags;
             return;
+        }
     }
     w->forms[w->nforms].bytes = (const unsigned char *)bytes;
-    w->forms[w->nforms++].len = len;
+    w->forms[w->nforms].len = len;
+    w->forms[w->nforms++].flags = flags;
 }
 
 /*
@@ -502,11 +506,12 @@ static int wire_build(const struct vault *v, const struct vault_rule *r, const c
         return 0; /* an oauth2 rule's wire forms are made per token (inject_token) */
     /* The masker finds every percent-encoding of the raw form itself (the query value is one
      * of them); base64 is a form of its own, as is a sigv4 rule's session token. */
-    wire_add_form(w, secret, slen);
+    wire_add_form(w, secret, slen, INJECT_FORM_VALUE);
     if (r->scheme == POLICY_SCHEME_BASIC)
-        wire_add_form(w, val + 6, val_len - 6);
+        wire_add_form(w, val + 6, val_len - 6, 0); /* a wire encoding: no base64 of it */
     else if (r->scheme == POLICY_SCHEME_SIGV4 && r->session_token != SIZE_MAX)
-        wire_add_form(w, v->secrets[r->session_token].value, v->secrets[r->session_token].len);
+        wire_add_form(w, v->secrets[r->session_token].value, v->secrets[r->session_token].len,
+                      INJECT_FORM_VALUE);
     return 0;
 }
 

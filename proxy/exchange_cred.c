@@ -162,7 +162,8 @@ static void cred_forms(struct exchange *x, const char *extra, size_t extra_len)
     x->nforms = inject_forms(x->policy, x->rule, x->forms);
     if (extra != NULL && x->nforms < INJECT_MAX_FORMS) {
         x->forms[x->nforms].bytes = (const unsigned char *)extra;
-        x->forms[x->nforms++].len = extra_len;
+        x->forms[x->nforms].len = extra_len;
+        x->forms[x->nforms++].flags = INJECT_FORM_VALUE; /* sent as it is: a value */
         x->forms_dynamic = true;
     }
 }

@@ -7,7 +7,10 @@
  * - Every spelling of every form (mask_spell.h: each byte raw, `%hh`, `+` for a space,
  *   `\u00hh`, `\/`, `\\`, `\"`, mixed freely) is masked over all of its bytes, overlapping ones
  *   included, however the stream is cut into feeds; the output has exactly the length of the
- *   input, and no byte outside a spelling changes.
+ *   input, and no byte outside a spelling changes. The forms are those given and a value's
+ *   base64 forms (mask_new).
+ * - A binary header field (`-bin`) that decodes as base64 comes back with the same length and
+ *   padding, '*' bytes encoded where a spelling was.
  * - Only bytes from the earliest one that begins a partial spelling (one that can still be
  *   completed) are held back; every other byte is appended to the output in the feed that
  *   brought it (no delay for server-sent events whose tail cannot begin a spelling).
@@ -42,17 +45,96 @@
 /* Header strings up to this length are copied on the stack for mask_head. */
 #define MASK_HEAD_STACK 256
 
+/* Derived base64 forms shorter than this are not looked for (docs/internals/mask.md). */
+#define MASK_B64_MIN 4
+
+/* A value's base64 forms: three alignments in two alphabets. */
+#define MASK_B64_FORMS 6
+
+/* Matchers of one credential's forms, each value's base64 forms included: mask_head keeps its
+ * scratch runs on the stack up to this many (a secret's earlier values add more). */
+#define MASK_HEAD_RUNS (INJECT_MAX_FORMS * (1 + MASK_B64_FORMS))
+
+/* The shared filter is left for the rest of a feed once it has stopped more than once per this
+ * many bytes (and more than this many times). */
+#define MASK_SHARED_RATE 16
+
 struct mask {
-    struct mask_spell **spell; /* cap entries each */
+    struct mask_spell **spell; /* cap each: every form given, and each value's base64 forms */
     struct mask_spell_run **run;
+    size_t *done; /* mask_scan_shared's scratch */
     size_t nforms, cap;
-    size_t maxhold; /* the most bytes any form can hold back */
+    struct mask_filter *filter; /* several forms: where any can begin (AVX2), or NULL */
+    size_t maxhold;             /* the most bytes any form can hold back */
     uint64_t matches;
     /* Held-back bytes: buf[start..end), the first of them at stream offset pos. */
     unsigned char *buf; /* 2 * maxhold bytes, wiped on free */
     size_t start, end;
     uint64_t pos;
 };
+
+static const char mask_b64_std[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char mask_b64_url[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/*
+ * The base64 characters that depend on v[0..n) alone when v follows r foreign bytes of its
+ * 3-byte group (r = 0, 1, 2) inside a longer base64 text: the characters that mix foreign bits
+ * at either end are left out. Writes them to out (room for (8n + 16) / 6 bytes); returns how many.
+ */
+static size_t mask_b64_derive(const unsigned char *v, size_t n, unsigned int r, const char *alpha,
+                              unsigned char *out)
+{
+    size_t j0 = (8 * (size_t)r + 5) / 6, j1 = (8 * (size_t)r + 8 * n) / 6, o = 0;
+
+    for (size_t j = j0; j < j1; j++) {
+        size_t bit = 6 * j - 8 * (size_t)r, at = bit / 8;
+        unsigned int w = (unsigned int)v[at] << 8 | (at + 1 < n ? v[at + 1] : 0u);
+
+        out[o++] = (unsigned char)alpha[(w >> (10 - bit % 8)) & 63];
+    }
+    return o;
+}
+
+/* Adds a matcher for form[0..len). 0 or -1. */
+static int mask_add(struct mask *m, const unsigned char *form, size_t len)
+{
+    size_t k = m->nforms;
+
+    if (len > VG_MASK_FORM_MAX || k == m->cap)
+        return -1;
+    m->nforms++;
+    m->spell[k] = mask_spell_new(form, len);
+    if (m->spell[k] == NULL || (m->run[k] = mask_spell_run_new(m->spell[k])) == NULL)
+        return -1;
+    if (mask_spell_max_hold(m->spell[k]) > m->maxhold)
+        m->maxhold = mask_spell_max_hold(m->spell[k]);
+    return 0;
+}
+
+/* Adds the base64 forms of the value v[0..n): each alignment in both alphabets, those shorter
+ * than MASK_B64_MIN left out, each distinct form once. 0 or -1. */
+static int mask_add_b64(struct mask *m, const unsigned char *v, size_t n)
+{
+    size_t cap = (8 * n + 16) / 6 + 1, len;
+    unsigned char *d = malloc(cap);
+    int rc = d == NULL ? -1 : 0;
+
+    for (unsigned int i = 0; i < MASK_B64_FORMS && rc == 0; i++) {
+        bool dup = false;
+
+        len = mask_b64_derive(v, n, i / 2, i % 2 ? mask_b64_url : mask_b64_std, d);
+        if (len < MASK_B64_MIN)
+            continue;
+        for (size_t k = 0; k < m->nforms && !dup; k++)
+            dup = mask_spell_is(m->spell[k], d, len);
+        if (!dup)
+            rc = mask_add(m, d, len);
+    }
+    secmem_free(&d, cap);
+    return rc;
+}
 
 struct mask *mask_new(const struct inject_form *forms, size_t nforms)
 {
@@ -63,29 +145,33 @@ struct mask *mask_new(const struct inject_form *forms, size_t nforms)
     m = calloc(1, sizeof(*m));
     if (m == NULL)
         goto out;
-    m->cap = nforms;
-    if (nforms > 0 && ((m->spell = calloc(nforms, sizeof(*m->spell))) == NULL ||
-                       (m->run = calloc(nforms, sizeof(*m->run))) == NULL))
+    m->cap = nforms * (1 + MASK_B64_FORMS);
+    if (m->cap > 0 && ((m->spell = calloc(m->cap, sizeof(*m->spell))) == NULL ||
+                       (m->run = calloc(m->cap, sizeof(*m->run))) == NULL ||
+                       (m->done = calloc(m->cap, sizeof(*m->done))) == NULL))
         goto out;
     for (size_t i = 0; i < nforms; i++) {
-        size_t len = forms[i].len, k = m->nforms;
+        size_t len = forms[i].len;
 
         if (len == 0)
             continue; /* an empty form matches nothing worth masking */
-        if (len > VG_MASK_FORM_MAX || forms[i].bytes == NULL)
+        if (forms[i].bytes == NULL || mask_add(m, forms[i].bytes, len) != 0)
             goto out;
-        m->nforms++;
-        m->spell[k] = mask_spell_new(forms[i].bytes, len);
-        if (m->spell[k] == NULL || (m->run[k] = mask_spell_run_new(m->spell[k])) == NULL)
+    }
+    /* after every given form, so that a base64 form equal to one of them is not added twice */
+    for (size_t i = 0; i < nforms; i++) {
+        if ((forms[i].flags & INJECT_FORM_VALUE) && forms[i].len > 0 &&
+            mask_add_b64(m, forms[i].bytes, forms[i].len) != 0)
             goto out;
-        if (mask_spell_max_hold(m->spell[k]) > m->maxhold)
-            m->maxhold = mask_spell_max_hold(m->spell[k]);
     }
     if (m->maxhold > 0) {
         m->buf = calloc(2, m->maxhold);
         if (m->buf == NULL)
             goto out;
     }
+    if (m->nforms > 1 && mask_filter_usable() &&
+        (m->filter = mask_filter_new(m->spell, m->nforms)) == NULL)
+        goto out;
     ret = m;
     m = NULL;
 out:
@@ -100,14 +186,14 @@ void mask_free(struct mask **mp)
     if (mp == NULL || *mp == NULL)
         return;
     m = *mp;
-    for (size_t i = 0; i < m->cap; i++) {
-        if (m->run != NULL)
-            mask_spell_run_free(&m->run[i]);
-        if (m->spell != NULL)
-            mask_spell_free(&m->spell[i]);
+    for (size_t i = 0; i < m->nforms; i++) {
+        mask_spell_run_free(&m->run[i]);
+        mask_spell_free(&m->spell[i]);
     }
     free(m->run);
     free(m->spell);
+    free(m->done);
+    mask_filter_free(&m->filter);
     secmem_free(&m->buf, 2 * m->maxhold);
     secmem_free(mp, sizeof(*m));
 }
@@ -115,6 +201,60 @@ void mask_free(struct mask **mp)
 uint64_t mask_count(const struct mask *m)
 {
     return m->matches;
+}
+
+/* Form k reads src[from..) until it holds no partial spelling (or src ends); *done is where it
+ * stopped. 0 or -1. */
+static int mask_run_form(struct mask *m, size_t k, const unsigned char *src, size_t len,
+                         size_t from, uint64_t at, unsigned char *dst, size_t *done)
+{
+    size_t used;
+
+    if (mask_spell_scan_some(m->spell[k], m->run[k], src + from, len - from, at + from, dst, m->pos,
+                             &m->matches, &used) != 0)
+        return -1;
+    *done = from + used;
+    return 0;
+}
+
+/*
+ * The forms over src[0..len) with the shared filter. A form that holds a partial spelling reads
+ * on until it holds none; an idle form reads nothing until a position where a spelling of it
+ * can begin, found by the filter for all forms at once, and from there on until it is idle
+ * again. Each form so reads every byte it needs, in order, and passes the others as its own
+ * fast path would. Where the filter stops more often than once per MASK_SHARED_RATE bytes (a
+ * body of the secret's first bytes, of '%' or '\'), each form reads the rest on its own. 0 or
+ * -1.
+ */
+static int mask_scan_shared(struct mask *m, const unsigned char *src, size_t len, uint64_t at,
+                            unsigned char *dst)
+{
+    size_t *done = m->done, i = 0, stops = 0;
+
+    for (size_t k = 0; k < m->nforms; k++) {
+        done[k] = 0;
+        if (!mask_spell_idle(m->run[k]) && mask_run_form(m, k, src, len, 0, at, dst, &done[k]) != 0)
+            return -1;
+    }
+    while ((i = mask_filter_skip(m->filter, src, i, len)) < len) {
+        if (++stops > MASK_SHARED_RATE && stops > i / MASK_SHARED_RATE)
+            break;
+        for (size_t k = 0; k < m->nforms; k++) {
+            if (done[k] <= i && mask_spell_can_begin(m->spell[k], src, i, len) &&
+                mask_run_form(m, k, src, len, i, at, dst, &done[k]) != 0)
+                return -1;
+        }
+        i++;
+    }
+    for (size_t k = 0; k < m->nforms && i < len; k++) {
+        /* a form behind i is idle, and the filter passed nothing before i that it needs */
+        size_t from = done[k] > i ? done[k] : i;
+
+        if (mask_spell_scan(m->spell[k], m->run[k], src + from, len - from, at + from, dst, m->pos,
+                            &m->matches) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 /*
@@ -128,10 +268,13 @@ static int mask_scan(struct mask *m, const unsigned char *src, size_t len, unsig
 {
     uint64_t at = m->pos + (total - len), from = m->pos + total;
 
+    if (m->filter != NULL && mask_scan_shared(m, src, len, at, dst) != 0)
+        return -1;
     for (size_t k = 0; k < m->nforms; k++) {
         uint64_t h;
 
-        if (mask_spell_scan(m->spell[k], m->run[k], src, len, at, dst, m->pos, &m->matches) != 0)
+        if (m->filter == NULL &&
+            mask_spell_scan(m->spell[k], m->run[k], src, len, at, dst, m->pos, &m->matches) != 0)
             return -1;
         h = mask_spell_hold(m->run[k]);
         if (h < from)
@@ -261,6 +404,106 @@ static size_t mask_string(const struct mask *m, struct mask_spell_run **runs, ch
     return (size_t)hits;
 }
 
+static int mask_b64_value(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/*
+ * Standard base64 with optional padding, as gRPC reads binary metadata: s[0..len) decoded into
+ * out (room for len * 3 / 4 bytes). Returns the number of bytes, or -1 when s is not base64.
+ * *chars is the number of base64 characters (padding excluded).
+ */
+static long mask_b64_decode(const char *s, size_t len, unsigned char *out, size_t *chars)
+{
+    size_t n = len, o = 0;
+    unsigned int acc = 0, bits = 0;
+
+    if (n % 4 == 0 && n > 0 && s[n - 1] == '=') {
+        n--;
+        if (s[n - 1] == '=')
+            n--;
+    }
+    if (n % 4 == 1)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        int v = mask_b64_value((unsigned char)s[i]);
+
+        if (v < 0)
+            return -1;
+        acc = (acc << 6 | (unsigned int)v) & 0xfff;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (unsigned char)(acc >> bits);
+        }
+    }
+    *chars = n;
+    return (long)o;
+}
+
+/*
+ * Writes bytes b[0..nb) back over the `chars` base64 characters at s they were decoded from.
+ * The bits of the last character that belong to no byte (zero in canonical base64) are kept as
+ * received, and so is the padding: only characters whose bytes changed change.
+ */
+static void mask_b64_encode(const unsigned char *b, size_t nb, char *s, size_t chars)
+{
+    for (size_t j = 0; j < chars; j++) {
+        size_t bit = 6 * j, at = bit / 8;
+        unsigned int w = (unsigned int)b[at] << 8 | (at + 1 < nb ? b[at + 1] : 0u);
+        unsigned int v = (w >> (10 - bit % 8)) & 63;
+
+        if (6 * j + 6 > 8 * nb) /* the last character: keep its bits beyond the last byte */
+            v |= (unsigned int)mask_b64_value((unsigned char)s[j]) &
+                 ((1u << (6 * j + 6 - 8 * nb)) - 1);
+        s[j] = mask_b64_std[v];
+    }
+}
+
+/* A binary metadata field (gRPC): its name ends in "-bin", in any case. */
+static bool mask_name_bin(const char *name, size_t len)
+{
+    return name != NULL && len >= 4 && strncasecmp(name + len - 4, "-bin", 4) == 0;
+}
+
+/*
+ * A binary field's value: decoded (standard base64, padding optional), the bytes masked like
+ * any string, and encoded again in place (same length and padding) when a spelling was found,
+ * so that the client decodes '*' bytes where the secret was. Then - and for a value that does
+ * not decode - the text is masked as a string, which covers a value's base64 forms. Should
+ * memory run out, the value is starred whole.
+ */
+static size_t mask_bin(const struct mask *m, struct mask_spell_run **runs, char *s, size_t len)
+{
+    unsigned char stack[MASK_HEAD_STACK], *b = stack;
+    size_t cap = len / 4 * 3 + 3, chars = 0, n = 0;
+    long nb;
+
+    if (s == NULL || len == 0 || m->nforms == 0)
+        return 0;
+    if (cap > sizeof(stack) && (b = malloc(cap)) == NULL) {
+        memset(s, '*', len);
+        return 1;
+    }
+    nb = mask_b64_decode(s, len, b, &chars);
+    if (nb > 0) {
+        n = mask_string(m, runs, (char *)b, (size_t)nb);
+        if (n > 0)
+            mask_b64_encode(b, (size_t)nb, s, chars);
+    }
+    OPENSSL_cleanse(b, cap);
+    if (b != stack)
+        free(b);
+    return n + mask_string(m, runs, s, len);
+}
+
 /* Stars every string of a head: when there is no room to look, each might hold a secret. */
 static size_t mask_head_all(struct http_head *h)
 {
@@ -275,10 +518,10 @@ static size_t mask_head_all(struct http_head *h)
 
 size_t mask_head(const struct mask *m, struct http_head *h)
 {
-    struct mask_spell_run *stack[INJECT_MAX_FORMS] = {NULL}, **runs = stack;
+    struct mask_spell_run *stack[MASK_HEAD_RUNS] = {NULL}, **runs = stack;
     size_t n = 0;
 
-    if (m->nforms > INJECT_MAX_FORMS && (runs = calloc(m->nforms, sizeof(*runs))) == NULL)
+    if (m->nforms > MASK_HEAD_RUNS && (runs = calloc(m->nforms, sizeof(*runs))) == NULL)
         return mask_head_all(h);
     for (size_t k = 0; k < m->nforms; k++)
         runs[k] = mask_spell_run_new(m->spell[k]);
@@ -286,9 +529,13 @@ size_t mask_head(const struct mask *m, struct http_head *h)
         n += mask_string(m, runs, (char *)h->reason, strlen(h->reason));
     for (size_t i = 0; i < h->nfields; i++) {
         struct http_field *f = &h->fields[i];
+        bool bin = mask_name_bin(f->name, f->name_len);
 
         n += mask_string(m, runs, (char *)f->name, f->name_len);
-        n += mask_string(m, runs, (char *)f->value, f->value_len);
+        if (bin)
+            n += mask_bin(m, runs, (char *)f->value, f->value_len);
+        else
+            n += mask_string(m, runs, (char *)f->value, f->value_len);
     }
     for (size_t k = 0; k < m->nforms; k++)
         mask_spell_run_free(&runs[k]);

@@ -1,11 +1,13 @@
 /*
  * mask.h - reflection masking (SPEC §4): an upstream that echoes a request must not hand the
  * injected secret back to the sandbox. Every occurrence of any of the secret's forms (raw;
- * base64 of user:secret for basic) in the response head and body, in any spelling - each byte
- * raw, percent-encoded (`%hh`, either case; `+` for a space) or JSON-escaped (`\u00hh`, `\/`,
- * `\\`, `\"`), mixed freely - is replaced by '*' bytes of the same length, across buffer
- * boundaries. gzip/deflate bodies are decoded first. Pure streaming code: no sockets, no
- * logging.
+ * base64 of user:secret for basic; for a form flagged INJECT_FORM_VALUE also its base64 in both
+ * alphabets at the three alignments inside a longer base64 text, the characters that depend on
+ * the value alone) in the response head and body, in any spelling - each byte raw,
+ * percent-encoded (`%hh`, either case; `+` for a space) or JSON-escaped (`\u00hh`, `\/`, `\\`,
+ * `\"`), mixed freely - is replaced by '*' bytes of the same length, across buffer boundaries.
+ * Binary header fields (`-bin`) are decoded, masked and encoded again. gzip/deflate bodies are
+ * decoded first. Pure streaming code: no sockets, no logging.
  */
 #ifndef VG_MASK_H
 #define VG_MASK_H
@@ -23,7 +25,9 @@ struct mask;
 
 /*
  * A masker for the given forms (copied; wiped on free; each at most VG_MASK_FORM_MAX bytes, at
- * most VG_MASK_FORMS_MAX of them: a credential's own and its secret's earlier values').
+ * most VG_MASK_FORMS_MAX of them: a credential's own and its secret's earlier values'), and the
+ * base64 forms of those flagged INJECT_FORM_VALUE (docs/internals/mask.md: those under 4
+ * characters left out, each distinct form once).
  * Holds back only bytes from the earliest one that begins a partial spelling of a form (one
  * that can still be completed) - at most 6 bytes per byte of the longest form - so a stream
  * (SSE) whose tail cannot begin a spelling is passed on with no delay.
@@ -44,7 +48,10 @@ uint64_t mask_count(const struct mask *m);
 
 /* Masks every field value (and the reason phrase) of a head in place. Returns how many
  * occurrences were masked. Field names are masked as well ('*' is a token character); each
- * string is masked on its own. Should memory run out, a string is starred whole. */
+ * string is masked on its own. The value of a field whose name ends in "-bin" (gRPC binary
+ * metadata) is base64-decoded (standard alphabet, padding optional), its bytes masked and
+ * encoded again over the same characters, then masked as text. Should memory run out, a
+ * string is starred whole. */
 size_t mask_head(const struct mask *m, struct http_head *h);
 
 enum mask_coding {

@@ -8,12 +8,18 @@
  *   definition; the SSE2 and AVX2 versions compute the same test on 16 or 32 positions).
  * - AVX2 is used only when the CPU has it (asked once per form); the code is built with
  *   target("avx2") for that function alone, so the binary runs on any x86-64.
+ * - mask_filter_skip() (several forms) never passes a position where ms_can_begin() holds for
+ *   one of them: its byte-pair table is filled from ms_can_begin() itself.
  */
 #include "proxy/mask_spell_int.h"
+#include "proxy/mask_spell.h"
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "common/secmem.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -174,6 +180,146 @@ size_t ms_skip(const struct mask_spell *s, const unsigned char *p, size_t i, siz
 #endif
     for (; i < n; i++) {
         if (ms_can_begin(s, p, i, n))
+            return i;
+    }
+    return n;
+}
+
+/* ---- several forms at once ---- */
+
+struct mask_filter {
+    uint64_t pair[65536 / 64]; /* bit (c << 8 | d): a spelling of some form can begin at c, d */
+    bool starts[256];          /* ... at c when it is the last byte in view */
+    /* For the byte shuffles, in both 128-bit lanes: the set of first bytes (set 0, starts[]) and
+     * of second bytes (set 1, every d of the pairs). Byte c is in set x when
+     * lo[x][c >> 7][c & 15] & hi[x][c >> 7][c >> 4] != 0; high[x]: some byte >= 0x80 is. */
+    unsigned char lo[2][2][32], hi[2][2][32];
+    bool high[2];
+};
+
+/* Adds byte c to shuffle set x. */
+static void mf_set_add(struct mask_filter *f, unsigned int x, unsigned int c)
+{
+    unsigned int half = c >> 7, h = (c >> 4) & 7;
+
+    f->high[x] |= half == 1;
+    for (unsigned int lane = 0; lane < 32; lane += 16) {
+        f->lo[x][half][lane + (c & 15)] |= (unsigned char)(1u << h);
+        f->hi[x][half][lane + (c >> 4)] = (unsigned char)(1u << h);
+    }
+}
+
+bool mask_filter_usable(void)
+{
+#if defined(MS_AVX2)
+    return __builtin_cpu_supports("avx2");
+#else
+    return false;
+#endif
+}
+
+static bool mf_pair(const struct mask_filter *f, unsigned char c, unsigned char d)
+{
+    unsigned int k = (unsigned int)c << 8 | d;
+
+    return (f->pair[k >> 6] >> (k & 63)) & 1;
+}
+
+struct mask_filter *mask_filter_new(struct mask_spell *const *s, size_t n)
+{
+    struct mask_filter *f = calloc(1, sizeof(*f));
+    bool second[256] = {false};
+
+    if (f == NULL)
+        return NULL;
+    for (size_t k = 0; k < n; k++) {
+        for (unsigned int c = 0; c < 256; c++) {
+            if (!s[k]->starts[c])
+                continue;
+            f->starts[c] = true;
+            for (unsigned int d = 0; d < 256; d++) {
+                const unsigned char two[2] = {(unsigned char)c, (unsigned char)d};
+                unsigned int bit = c << 8 | d;
+
+                if (ms_can_begin(s[k], two, 0, 2)) {
+                    f->pair[bit >> 6] |= (uint64_t)1 << (bit & 63);
+                    second[d] = true;
+                }
+            }
+        }
+    }
+    for (unsigned int c = 0; c < 256; c++) {
+        if (f->starts[c])
+            mf_set_add(f, 0, c);
+        if (second[c])
+            mf_set_add(f, 1, c);
+    }
+    return f;
+}
+
+void mask_filter_free(struct mask_filter **fp)
+{
+    secmem_free(fp, sizeof(**fp));
+}
+
+#if defined(MS_AVX2)
+/* Which of the 32 bytes at v are in shuffle set x of f: 0xff lanes. */
+__attribute__((target("avx2"))) static inline __m256i mf_in(const struct mask_filter *f,
+                                                            unsigned int x, __m256i v)
+{
+    const __m256i nib = _mm256_set1_epi8(0x0f);
+    __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+    __m256i in = _mm256_and_si256(
+        _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(const void *)f->lo[x][0]), lo),
+        _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(const void *)f->hi[x][0]), hi));
+
+    if (f->high[x])
+        in = _mm256_or_si256(
+            in, _mm256_and_si256(
+                    _mm256_shuffle_epi8(
+                        _mm256_loadu_si256((const __m256i *)(const void *)f->lo[x][1]), lo),
+                    _mm256_shuffle_epi8(
+                        _mm256_loadu_si256((const __m256i *)(const void *)f->hi[x][1]), hi)));
+    return _mm256_xor_si256(_mm256_cmpeq_epi8(in, _mm256_setzero_si256()), _mm256_set1_epi8(-1));
+}
+
+/* mask_filter_skip 32 positions at a time: positions whose byte is a first byte and whose next
+ * byte a second byte of some pair (two nibble lookups each), then the exact pair test for each
+ * of them. As ms_skip32. */
+__attribute__((target("avx2"))) static size_t
+mf_skip32(const struct mask_filter *f, const unsigned char *p, size_t i, size_t n, size_t *stop)
+{
+    for (; i + 33 <= n; i += 32) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(p + i));
+        __m256i first = mf_in(f, 0, a), b;
+        unsigned int bits;
+
+        if (_mm256_testz_si256(first, first))
+            continue;
+        b = _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 1));
+        bits = (unsigned int)_mm256_movemask_epi8(_mm256_and_si256(first, mf_in(f, 1, b)));
+        for (; bits != 0; bits &= bits - 1) {
+            size_t j = i + (size_t)__builtin_ctz(bits);
+
+            if (mf_pair(f, p[j], p[j + 1]))
+                return j;
+        }
+    }
+    *stop = i;
+    return SIZE_MAX;
+}
+#endif
+
+size_t mask_filter_skip(const struct mask_filter *f, const unsigned char *p, size_t i, size_t n)
+{
+#if defined(MS_AVX2)
+    size_t at = mf_skip32(f, p, i, n, &i);
+
+    if (at != SIZE_MAX)
+        return at;
+#endif
+    for (; i < n; i++) {
+        if (f->starts[p[i]] && (i + 1 == n || mf_pair(f, p[i], p[i + 1])))
             return i;
     }
     return n;

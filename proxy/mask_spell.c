@@ -223,6 +223,11 @@ void mask_spell_free(struct mask_spell **sp)
     secmem_free(sp, sizeof(*s));
 }
 
+bool mask_spell_is(const struct mask_spell *s, const unsigned char *form, size_t len)
+{
+    return s->n == len && memcmp(s->p, form, len) == 0;
+}
+
 size_t mask_spell_max_hold(const struct mask_spell *s)
 {
     return 6 * s->n - 1;
@@ -773,7 +778,7 @@ static size_t ms_plain_escape(const struct mask_spell *s, const unsigned char *s
  */
 static size_t ms_plain(const struct mask_spell *s, struct mask_spell_run *r,
                        const unsigned char *src, size_t n, size_t i, uint64_t at,
-                       unsigned char *dst, uint64_t dst_at, uint64_t *hits)
+                       unsigned char *dst, uint64_t dst_at, uint64_t *hits, size_t idle_after)
 {
     size_t a = r->a;
 
@@ -782,6 +787,8 @@ static size_t ms_plain(const struct mask_spell *s, struct mask_spell_run *r,
         int c;
 
         if (a == 0) {
+            if (i > idle_after)
+                break; /* mask_spell_scan_some: idle again */
             i = ms_skip(s, src, i, n);
             if (i == n)
                 break;
@@ -814,23 +821,28 @@ static size_t ms_plain(const struct mask_spell *s, struct mask_spell_run *r,
     return i;
 }
 
-int mask_spell_scan(const struct mask_spell *s, struct mask_spell_run *r, const unsigned char *src,
-                    size_t len, uint64_t at, unsigned char *dst, uint64_t dst_at, uint64_t *hits)
+/* mask_spell_scan, stopping at the first byte boundary after src[idle_after] where the run is
+ * idle (SIZE_MAX: never). Returns the bytes read, or SIZE_MAX when memory ran out. */
+static size_t ms_scan(const struct mask_spell *s, struct mask_spell_run *r,
+                      const unsigned char *src, size_t len, uint64_t at, unsigned char *dst,
+                      uint64_t dst_at, uint64_t *hits, size_t idle_after)
 {
     struct ms_ctx x = {s, r, UINT64_MAX, false, false};
     size_t i = 0;
 
     while (i < len) {
         if (r->thr[r->c].n == 0 && r->sub == MS_BOUND) {
-            i = ms_plain(s, r, src, len, i, at, dst, dst_at, hits);
-            if (i == len)
+            if (r->a == 0 && i > idle_after)
+                break;
+            i = ms_plain(s, r, src, len, i, at, dst, dst_at, hits, idle_after);
+            if (i == len || (r->a == 0 && i > idle_after))
                 break;
         }
         x.best = UINT64_MAX;
         x.again = false;
         ms_step(&x, src[i], at + i);
         if (x.oom)
-            return -1;
+            return SIZE_MAX;
         if (x.best != UINT64_MAX) {
             ms_star(r, dst, dst_at, x.best, at + i + 1);
             (*hits)++;
@@ -838,7 +850,21 @@ int mask_spell_scan(const struct mask_spell *s, struct mask_spell_run *r, const 
         if (!x.again)
             i++;
     }
-    return 0;
+    return i;
+}
+
+int mask_spell_scan(const struct mask_spell *s, struct mask_spell_run *r, const unsigned char *src,
+                    size_t len, uint64_t at, unsigned char *dst, uint64_t dst_at, uint64_t *hits)
+{
+    return ms_scan(s, r, src, len, at, dst, dst_at, hits, SIZE_MAX) == SIZE_MAX ? -1 : 0;
+}
+
+int mask_spell_scan_some(const struct mask_spell *s, struct mask_spell_run *r,
+                         const unsigned char *src, size_t len, uint64_t at, unsigned char *dst,
+                         uint64_t dst_at, uint64_t *hits, size_t *used)
+{
+    *used = ms_scan(s, r, src, len, at, dst, dst_at, hits, 0);
+    return *used == SIZE_MAX ? -1 : 0;
 }
 
 uint64_t mask_spell_hold(const struct mask_spell_run *r)
@@ -852,4 +878,14 @@ uint64_t mask_spell_hold(const struct mask_spell_run *r)
             h = r->thr[r->c].t[i].s;
     }
     return h;
+}
+
+bool mask_spell_idle(const struct mask_spell_run *r)
+{
+    return r->a == 0 && r->sub == MS_BOUND && r->thr[r->c].n == 0;
+}
+
+bool mask_spell_can_begin(const struct mask_spell *s, const unsigned char *p, size_t i, size_t n)
+{
+    return ms_can_begin(s, p, i, n);
 }

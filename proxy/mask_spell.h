@@ -9,6 +9,7 @@
 #ifndef VG_MASK_SPELL_H
 #define VG_MASK_SPELL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,9 @@ struct mask_spell_run;
 /* Tables for form[0..len), 1 <= len <= VG_MASK_FORM_MAX (copied). NULL on bad length or OOM. */
 struct mask_spell *mask_spell_new(const unsigned char *form, size_t len);
 void mask_spell_free(struct mask_spell **sp);
+
+/* Whether s is the matcher of form[0..len). */
+bool mask_spell_is(const struct mask_spell *s, const unsigned char *form, size_t len);
 
 /* The most bytes a partial spelling can span: 6 per byte of the form but the last, plus an
  * unfinished escape of 5. Never more than this is held back for the form. */
@@ -44,8 +48,37 @@ void mask_spell_run_reset(struct mask_spell_run *r);
 int mask_spell_scan(const struct mask_spell *s, struct mask_spell_run *r, const unsigned char *src,
                     size_t len, uint64_t at, unsigned char *dst, uint64_t dst_at, uint64_t *hits);
 
+/* The same, but stops as soon as the run is idle (mask_spell_idle) at a byte boundary after
+ * src[0]: *used is the number of bytes read (len when it never became idle). 0 or -1. */
+int mask_spell_scan_some(const struct mask_spell *s, struct mask_spell_run *r,
+                         const unsigned char *src, size_t len, uint64_t at, unsigned char *dst,
+                         uint64_t dst_at, uint64_t *hits, size_t *used);
+
 /* The earliest offset where a partial spelling that can still complete begins, or UINT64_MAX
  * when none does: bytes before it can no longer change. */
 uint64_t mask_spell_hold(const struct mask_spell_run *r);
+
+/* Whether r holds nothing (no partial spelling, no escape under way): its next scan may then
+ * start at any later offset, the bytes between passed unread, provided no spelling of its form
+ * can begin among them (mask_filter_skip). */
+bool mask_spell_idle(const struct mask_spell_run *r);
+
+/* Whether a spelling of s can begin at p[i], judged by p[i] and p[i + 1] (when i + 1 < n) as
+ * the fast path judges it. */
+bool mask_spell_can_begin(const struct mask_spell *s, const unsigned char *p, size_t i, size_t n);
+
+/*
+ * Several forms' fast-path filter in one (mask_filter.c): where a spelling of any of them can
+ * begin, judged by a byte and the next exactly as each form's own filter judges them. Only
+ * worth it, and only built, on a CPU with AVX2 (mask_filter_usable).
+ */
+struct mask_filter;
+bool mask_filter_usable(void);
+struct mask_filter *mask_filter_new(struct mask_spell *const *s, size_t n);
+void mask_filter_free(struct mask_filter **fp);
+
+/* Index of the first position at or after i where a spelling of one of the forms can begin
+ * (the last position judged by its byte alone), or n. */
+size_t mask_filter_skip(const struct mask_filter *f, const unsigned char *p, size_t i, size_t n);
 
 #endif

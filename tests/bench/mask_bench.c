@@ -7,8 +7,9 @@
  * Each case feeds N MiB (default 256) through mask_feed() in pieces of BYTES (default 65536),
  * draining the output after each feed, and reports MB/s of CPU time (CLOCK_PROCESS_CPUTIME_ID:
  * what masking costs even when other processes share the CPUs). The secret is a canary shaped
- * like an API key (51 bytes, "sk-proj-..."); "bearer" masks its raw form, "basic" also the
- * base64 of user:secret, as inject_forms() gives them. Inputs:
+ * like an API key (51 bytes, "sk-proj-..."); "bearer" masks its raw form (a value: the masker
+ * adds its base64 forms), "basic" also the base64 of user:secret, as inject_forms() gives them.
+ * Inputs:
  *
  * - text: English-like words, lines and punctuation (the secret's first byte 's' is common);
  * - random: uniformly random bytes (a download, an image: bench_proxy.sh's bulk answer);
@@ -177,13 +178,15 @@ static void basic_form(struct inject_form *forms, unsigned char *b64)
     memcpy(plain + ulen, forms[0].bytes, forms[0].len);
     forms[1].bytes = b64;
     forms[1].len = (size_t)EVP_EncodeBlock(b64, plain, (int)(ulen + forms[0].len));
+    forms[1].flags = 0; /* a wire encoding */
 }
 
 static void bench_one(const struct bench_case *c, size_t mb, size_t feed)
 {
     unsigned char *body = malloc(BENCH_BODY), *a = NULL;
     unsigned char *b64 = malloc(4 * (VG_SECRET_MAX_BYTES + 32) / 3 + 8);
-    struct inject_form forms[2] = {{(const unsigned char *)secret, sizeof(secret) - 1}};
+    struct inject_form forms[2] = {
+        {(const unsigned char *)secret, sizeof(secret) - 1, INJECT_FORM_VALUE}};
     uint64_t seed = 0x9e3779b97f4a7c15u, hits[2];
     double rate[2];
 
@@ -195,7 +198,7 @@ static void bench_one(const struct bench_case *c, size_t mb, size_t feed)
             abort();
         memset(a, c->fill, c->periodic);
         memset(body, c->fill, BENCH_BODY);
-        forms[0] = (struct inject_form){a, c->periodic};
+        forms[0] = (struct inject_form){a, c->periodic, INJECT_FORM_VALUE};
     } else {
         c->gen(body, &seed);
     }

@@ -22,7 +22,7 @@
 
 static struct grpcmask *new_gm(void)
 {
-    struct inject_form f = {(const unsigned char *)SECRET, sizeof(SECRET) - 1};
+    struct inject_form f = {(const unsigned char *)SECRET, sizeof(SECRET) - 1, 0};
     struct grpcmask *g = grpcmask_new(&f, 1);
 
     ck_assert_ptr_nonnull(g);

@@ -6,12 +6,14 @@
  * bytes of a form.
  */
 #include <check.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <openssl/evp.h>
 #include <zlib.h>
 
 #include "common/caps.h"
@@ -86,6 +88,7 @@ static struct mask *case_mask(const struct mcase *c)
     for (; n < INJECT_MAX_FORMS && c->forms[n] != NULL; n++) {
         f[n].bytes = (const unsigned char *)c->forms[n];
         f[n].len = strlen(c->forms[n]);
+        f[n].flags = 0;
     }
     return mask_new(f, n);
 }
@@ -187,7 +190,7 @@ static void run_feed_steps(struct mask *m, struct evbuffer *out, const struct fe
 START_TEST(test_no_false_holdback)
 {
     static const unsigned char form[] = "tok_LONGCANARY";
-    struct inject_form f = {form, sizeof(form) - 1};
+    struct inject_form f = {form, sizeof(form) - 1, 0};
     struct mask *m = mask_new(&f, 1);
     struct evbuffer *out = evbuffer_new();
     static const struct feed_step steps[] = {
@@ -217,7 +220,7 @@ END_TEST
 START_TEST(test_spelled_holdback)
 {
     static const unsigned char form[] = "k-A";
-    struct inject_form f = {form, 3};
+    struct inject_form f = {form, 3, 0};
     struct mask *m = mask_new(&f, 1);
     struct evbuffer *out = evbuffer_new();
     static const struct feed_step steps[] = {
@@ -335,9 +338,9 @@ START_TEST(test_long_forms)
     in[150000 + slen - 1] ^= 1;
     memcpy(in + 262144 - 4000, sec, slen); /* across the first slice boundary */
     memcpy(in + len - slen, sec, slen);
-    f[0] = (struct inject_form){sec, slen};
-    f[1] = (struct inject_form){b64, blen};
-    f[2] = (struct inject_form){pct, plen}; /* for the reference only */
+    f[0] = (struct inject_form){sec, slen, 0};
+    f[1] = (struct inject_form){b64, blen, 0};
+    f[2] = (struct inject_form){pct, plen, 0}; /* for the reference only */
     ref_mask(f, 3, in, len, want);
     ck_assert_int_eq(want[150000], in[150000]); /* the near miss stays */
     m = mask_new(f, 2);
@@ -368,7 +371,7 @@ START_TEST(test_long_periodic_form)
     memset(form, 'a', flen);
     memset(in, 'a', len);
     in[len / 2] = 'b';
-    f = (struct inject_form){form, flen};
+    f = (struct inject_form){form, flen, 0};
     memset(want, '*', len); /* the reference would take flen * len steps here */
     want[len / 2] = 'b';
     m = mask_new(&f, 1);
@@ -409,7 +412,7 @@ START_TEST(test_long_periodic_spelled)
     }
     memset(want, '*', len);
     want[mid] = 'b';
-    f = (struct inject_form){form, flen};
+    f = (struct inject_form){form, flen, 0};
     m = mask_new(&f, 1);
     ck_assert_ptr_nonnull(m);
     run_stream(m, in, len, want, 1, &seed, 6 * flen);
@@ -428,7 +431,7 @@ START_TEST(test_periodic_backslashes)
 {
     const size_t flen = 64, len = 16 * 1024;
     unsigned char form[64], *in = malloc(len), *want = malloc(len);
-    struct inject_form f = {form, flen};
+    struct inject_form f = {form, flen, 0};
     uint64_t seed = 5;
     struct mask *m;
 
@@ -467,6 +470,7 @@ START_TEST(test_random_against_reference)
             for (size_t i = 0; i < f[k].len; i++)
                 fb[k][i] = (unsigned char)('a' + rng_next(&seed) % alpha);
             f[k].bytes = fb[k];
+            f[k].flags = 0;
             if (f[k].len > maxlen)
                 maxlen = f[k].len;
         }
@@ -499,6 +503,7 @@ START_TEST(test_random_binary_planted)
             for (size_t i = 0; i < f[k].len; i++)
                 fb[k][i] = (unsigned char)('a' + rng_next(&seed) % 26);
             f[k].bytes = fb[k];
+            f[k].flags = 0;
             if (f[k].len > maxlen)
                 maxlen = f[k].len;
         }
@@ -534,7 +539,7 @@ START_TEST(test_many_forms)
     for (int i = 0; i < N; i++) {
         int n = snprintf(vals[i], sizeof(vals[i]), "old-value-%02d", i);
 
-        f[i] = (struct inject_form){(const unsigned char *)vals[i], (size_t)n};
+        f[i] = (struct inject_form){(const unsigned char *)vals[i], (size_t)n, 0};
         snprintf(body + strlen(body), sizeof(body) - strlen(body), "%s, ", vals[i]);
         snprintf(want + strlen(want), sizeof(want) - strlen(want), "%.*s, ", n, "****************");
     }
@@ -567,10 +572,10 @@ START_TEST(test_new_limits)
     ck_assert_ptr_nonnull(big);
     ck_assert_ptr_nonnull(many);
     for (size_t i = 0; i <= VG_MASK_FORMS_MAX; i++)
-        many[i] = (struct inject_form){a, 3};
+        many[i] = (struct inject_form){a, 3, 0};
     ck_assert_ptr_null(mask_new(many, VG_MASK_FORMS_MAX + 1));
     free(many);
-    f[0] = (struct inject_form){big, VG_MASK_FORM_MAX + 1};
+    f[0] = (struct inject_form){big, VG_MASK_FORM_MAX + 1, 0};
     ck_assert_ptr_null(mask_new(f, 1));
     f[0].len = VG_MASK_FORM_MAX;
     m = mask_new(f, 1);
@@ -593,7 +598,7 @@ END_TEST
 START_TEST(test_head)
 {
     static const unsigned char sec[] = "sk-CANARY", b64[] = "dXNlcjpzay1DQU5BUlk=";
-    struct inject_form f[2] = {{sec, 9}, {b64, 20}};
+    struct inject_form f[2] = {{sec, 9, 0}, {b64, 20, 0}};
     char reason[] = "OK sk-CANARY";
     char n0[] = "X-Echo", v0[] = "Bearer sk-CANARY, sk-CANARYsk-CANARY";
     char n1[] = "X-Basic", v1[] = "Basic dXNlcjpzay1DQU5BUlk=";
@@ -641,7 +646,7 @@ START_TEST(test_head_spellings)
         {"Basic dXNlcjpzay0%2fP0NBTj8\\u002bQVI\\u003d!",
          "Basic ************************************!"},
     };
-    struct inject_form f[2] = {{sec, 12}, {b64, 24}};
+    struct inject_form f[2] = {{sec, 12, 0}, {b64, 24, 0}};
     char names[5][8], values[5][64], *big = malloc(1000);
     struct http_field fields[6];
     struct http_head h = {.status = 200, .fields = fields, .nfields = 6};
@@ -667,6 +672,231 @@ START_TEST(test_head_spellings)
     ck_assert_uint_eq(hits, 5);
     mask_free(&m);
     free(big);
+}
+END_TEST
+
+/* ---- base64 spellings of a value (SPEC §4) ---- */
+
+/* base64 of in[0..n) in the standard or URL-safe alphabet, padded or not, NUL-terminated. */
+static size_t b64_text(const unsigned char *in, size_t n, bool url, bool pad, char *out)
+{
+    size_t len = (size_t)EVP_EncodeBlock((unsigned char *)out, in, (int)n);
+
+    while (!pad && len > 0 && out[len - 1] == '=')
+        out[--len] = '\0';
+    for (size_t i = 0; url && i < len; i++)
+        out[i] = out[i] == '+' ? '-' : out[i] == '/' ? '_' : out[i];
+    return len;
+}
+
+/*
+ * A value reflected in base64 inside JSON, behind 0-5 foreign bytes (every alignment) and
+ * before 0-2, in both alphabets, padded or not, '/' also as "\/": exactly the characters that
+ * depend on the value's bytes alone are starred, in one feed and in feeds of one byte. The
+ * value's bytes give base64 with '+' and '/' at every alignment, so the alphabets differ.
+ */
+START_TEST(test_b64_value_alignments)
+{
+    static const unsigned char sec[] = "sk-CANARY\xef\xfb~?>~b64";
+    const size_t n = sizeof(sec) - 1;
+    struct inject_form f = {sec, n, INJECT_FORM_VALUE};
+    struct mask *m = mask_new(&f, 1);
+    uint64_t seed = 77;
+    unsigned int seen_std = 0;
+
+    ck_assert_ptr_nonnull(m);
+    for (size_t pre = 0; pre < 6; pre++) {
+        for (size_t post = 0; post < 3; post++) {
+            for (int v = 0; v < 8; v++) {
+                bool url = v & 1, pad = v & 2, esc = v & 4;
+                unsigned char plain[64];
+                char b64[128], in[512], want[512];
+                size_t blen, from = (8 * pre + 5) / 6, to = (8 * (pre + n)) / 6, o = 0, w = 0;
+
+                memset(plain, 'Q', pre);
+                memcpy(plain + pre, sec, n);
+                memset(plain + pre + n, 'z', post);
+                blen = b64_text(plain, pre + n + post, url, pad, b64);
+                if (!url && memchr(b64 + from, '/', to - from) != NULL &&
+                    memchr(b64 + from, '+', to - from) != NULL)
+                    seen_std |= 1u << (pre % 3);
+                o = w = (size_t)snprintf(in, sizeof(in), "{\"v\":\"");
+                memcpy(want, in, o);
+                for (size_t i = 0; i < blen; i++) {
+                    bool star = i >= from && i < to;
+
+                    if (esc && b64[i] == '/') {
+                        in[o++] = '\\';
+                        want[w++] = star ? '*' : '\\';
+                    }
+                    in[o++] = b64[i];
+                    want[w++] = star ? '*' : b64[i];
+                }
+                memcpy(in + o, "\"}", 2);
+                memcpy(want + w, "\"}", 2);
+                o += 2;
+                run_stream(m, (unsigned char *)in, o, (unsigned char *)want, o, &seed, 400);
+                run_stream(m, (unsigned char *)in, o, (unsigned char *)want, 1, &seed, 400);
+            }
+        }
+    }
+    ck_assert_uint_eq(seen_std, 7); /* '+' and '/' at every alignment */
+    mask_free(&m);
+}
+END_TEST
+
+/* The base64 of a wire form (basic's, flags 0) is not looked for; a value's short base64 forms
+ * (under 4 characters) are left out; identical forms are one (the count says so). */
+START_TEST(test_b64_flags_floor_dedup)
+{
+    static const unsigned char wire[] = "dXNlcjpzay1DQU5BUlk=", tiny[] = "k9", three[] = "ab3";
+    static const unsigned char alnum[] = "CANARY12"; /* base64 without '+' or '/' */
+    struct inject_form f = {wire, sizeof(wire) - 1, 0};
+    char b64[64], want[64];
+    size_t len;
+    uint64_t seed = 5;
+    struct mask *m = mask_new(&f, 1);
+
+    ck_assert_ptr_nonnull(m);
+    len = b64_text(wire, sizeof(wire) - 1, false, true, b64);
+    run_stream(m, (unsigned char *)b64, len, (unsigned char *)b64, len, &seed, 200);
+    mask_free(&m);
+
+    /* a 2-byte value: every base64 form is under 4 characters */
+    f = (struct inject_form){tiny, 2, INJECT_FORM_VALUE};
+    m = mask_new(&f, 1);
+    ck_assert_ptr_nonnull(m);
+    len = b64_text(tiny, 2, false, false, b64);
+    run_stream(m, (unsigned char *)b64, len, (unsigned char *)b64, len, &seed, 200);
+    mask_free(&m);
+
+    /* a 3-byte value: at alignment 0 four characters (masked), at 1 and 2 three (not) */
+    f = (struct inject_form){three, 3, INJECT_FORM_VALUE};
+    m = mask_new(&f, 1);
+    ck_assert_ptr_nonnull(m);
+    len = b64_text(three, 3, false, true, b64);
+    run_stream(m, (unsigned char *)b64, len, (unsigned char *)"****", len, &seed, 200);
+    {
+        const unsigned char pre[] = "Xab3";
+
+        len = b64_text(pre, 4, false, true, b64); /* alignment 1: 3 characters of "ab3" */
+        memcpy(want, b64, len);
+        run_stream(m, (unsigned char *)b64, len, (unsigned char *)want, len, &seed, 200);
+    }
+    mask_free(&m);
+
+    /* standard and URL-safe coincide: one form per alignment, one count per occurrence */
+    f = (struct inject_form){alnum, 8, INJECT_FORM_VALUE};
+    m = mask_new(&f, 1);
+    ck_assert_ptr_nonnull(m);
+    len = b64_text(alnum, 8, false, false, b64);
+    ck_assert_ptr_null(memchr(b64, '+', len));
+    ck_assert_ptr_null(memchr(b64, '/', len));
+    memset(want, '*', 10);
+    memcpy(want + 10, b64 + 10, len - 10); /* the 11th character mixes in the padding bits */
+    run_stream(m, (unsigned char *)b64, len, (unsigned char *)want, len, &seed, 200);
+    ck_assert_uint_eq(mask_count(m), 1);
+    mask_free(&m);
+}
+END_TEST
+
+/* Decodes standard base64 (padding optional) into out; returns the byte count. */
+static size_t b64_bytes(const char *s, size_t len, unsigned char *out)
+{
+    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    unsigned int acc = 0, bits = 0;
+    size_t o = 0;
+
+    for (size_t i = 0; i < len && s[i] != '='; i++) {
+        const char *p = strchr(a, s[i]);
+
+        ck_assert_ptr_nonnull(p);
+        acc = acc << 6 | (unsigned int)(p - a);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (unsigned char)(acc >> bits);
+        }
+    }
+    return o;
+}
+
+/*
+ * Binary metadata (`-bin` fields, gRPC): the value is decoded, masked and encoded again with
+ * the padding it had, so the client decodes '*' bytes where the secret was, every other byte
+ * as sent; a value that is no base64 is masked as text, its base64 spellings included.
+ */
+START_TEST(test_head_bin)
+{
+    static const unsigned char sec[] = "sk-CANARY-bin7Zq";
+    const size_t n = sizeof(sec) - 1;
+    struct inject_form f = {sec, n, INJECT_FORM_VALUE};
+    struct mask *m = mask_new(&f, 1);
+
+    ck_assert_ptr_nonnull(m);
+    for (size_t pre = 0; pre < 9; pre++) {
+        for (int pad = 0; pad < 2; pad++) {
+            unsigned char plain[64], got[64];
+            char n0[] = "X-Debug-Bin", n1[] = "grpc-status-details-bin", v0[128], v1[128];
+            struct http_field fields[2];
+            struct http_head h = {.status = 200, .fields = fields, .nfields = 2};
+            size_t l0, l1, nb;
+
+            memcpy(plain, "Bearer \x01\x02", pre < 9 ? pre : 9);
+            memcpy(plain + pre, sec, n);
+            plain[pre + n] = 0xfe;
+            l0 = b64_text(plain, pre + n + 1, false, pad, v0);
+            l1 = b64_text(plain, pre + n, false, pad, v1);
+            fields[0] = (struct http_field){n0, sizeof(n0) - 1, v0, l0};
+            fields[1] = (struct http_field){n1, sizeof(n1) - 1, v1, l1};
+            ck_assert_uint_ge(mask_head(m, &h), 2);
+            ck_assert_uint_eq(strlen(v0), l0);
+            ck_assert_uint_eq(strlen(v1), l1);
+            ck_assert_int_eq(v0[l0 - 1] == '=', pad && (pre + n + 1) % 3 != 0);
+            ck_assert_int_eq(v1[l1 - 1] == '=', pad && (pre + n) % 3 != 0);
+            nb = b64_bytes(v0, l0, got);
+            ck_assert_uint_eq(nb, pre + n + 1);
+            ck_assert_int_eq(memcmp(got, plain, pre), 0);
+            for (size_t i = 0; i < n; i++)
+                ck_assert_msg(got[pre + i] == '*', "byte %zu at %zu not starred", i, pre);
+            ck_assert_uint_eq(got[pre + n], 0xfe);
+            nb = b64_bytes(v1, l1, got);
+            ck_assert_uint_eq(nb, pre + n);
+            ck_assert_int_eq(memcmp(got, plain, pre), 0);
+            for (size_t i = 0; i < n; i++)
+                ck_assert_msg(got[pre + i] == '*', "byte %zu at %zu not starred", i, pre);
+        }
+    }
+    {
+        /* not base64 (a ':'): masked as text, the raw secret and its URL-safe base64 alike */
+        char n0[] = "x-echo-BIN", v0[128], want[128];
+        struct http_field fld = {n0, sizeof(n0) - 1, v0, 0};
+        struct http_head h = {.status = 200, .fields = &fld, .nfields = 1};
+        size_t l;
+
+        l = (size_t)snprintf(v0, sizeof(v0), "a:%s:", (const char *)sec);
+        l += b64_text(sec, n, true, false, v0 + l);
+        fld.value_len = l;
+        memset(want, '*', l);
+        memcpy(want, "a:", 2);
+        want[2 + n] = ':';
+        want[l - 1] = v0[l - 1]; /* 16 bytes: the last character holds 4 bits of padding */
+        ck_assert_uint_eq(mask_head(m, &h), 2);
+        ck_assert_int_eq(memcmp(v0, want, l), 0);
+    }
+    {
+        /* a field that is not binary keeps base64 text as text: its spellings masked */
+        char n0[] = "x-bin-not", v0[128];
+        struct http_field fld = {n0, sizeof(n0) - 1, v0, 0};
+        struct http_head h = {.status = 200, .fields = &fld, .nfields = 1};
+        size_t l = b64_text(sec, n, false, true, v0);
+
+        fld.value_len = l;
+        ck_assert_uint_eq(mask_head(m, &h), 1);
+        for (size_t i = 0; i < 21; i++)
+            ck_assert_msg(v0[i] == '*', "character %zu not starred", i);
+    }
+    mask_free(&m);
 }
 END_TEST
 
@@ -1000,7 +1230,7 @@ END_TEST
 START_TEST(test_mask_decoded)
 {
     static const unsigned char sec[] = "vg-canary-7f3a9c", b64[] = "dXNlcjp2Zy1jYW5hcnk=";
-    struct inject_form f[2] = {{sec, 16}, {b64, 20}};
+    struct inject_form f[2] = {{sec, 16, 0}, {b64, 20, 0}};
     const char *parts[] = {"{\"echo\":\"", (const char *)sec, "\",\"auth\":\"Basic ",
                            (const char *)b64, "\",\"x\":\"vg-canary-7f3a9\"}"};
     unsigned char body[256], *enc;
@@ -1071,6 +1301,9 @@ Suite *suite_mask(void)
     tcase_add_test(tc, test_many_forms);
     tcase_add_test(tc, test_head);
     tcase_add_test(tc, test_head_spellings);
+    tcase_add_test(tc, test_b64_value_alignments);
+    tcase_add_test(tc, test_b64_flags_floor_dedup);
+    tcase_add_test(tc, test_head_bin);
     tcase_add_test(tc, test_coding_parse);
     suite_add_tcase(s, tc);
     tcase_set_timeout(tz, 120);

@@ -96,7 +96,7 @@ static size_t build(const struct frame *fs, size_t n, unsigned char *wire, unsig
 
 static struct wsmask *new_wsmask(void)
 {
-    struct inject_form f = {(const unsigned char *)SECRET, sizeof(SECRET) - 1};
+    struct inject_form f = {(const unsigned char *)SECRET, sizeof(SECRET) - 1, 0};
     struct wsmask *w = wsmask_new(&f, 1);
 
     ck_assert_ptr_nonnull(w);

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 void reload_warnings_init(struct reload_warnings *w)
 {
@@ -75,11 +76,33 @@ void reload_warnings_json(struct reload_warnings *w, cJSON *arr)
     pthread_mutex_unlock(&w->lock);
 }
 
+/* 1 when gid is the process's own group or one of its supplementary groups. */
+static int own_group(gid_t gid)
+{
+    gid_t groups[256];
+    int n = getgroups((int)(sizeof(groups) / sizeof(groups[0])), groups);
+
+    if (gid == getegid())
+        return 1;
+    for (int i = 0; i < n; i++) {
+        if (groups[i] == gid)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * A vault readable by others, or by a group this process is not in, is warned about. Read by
+ * its own group only is not: Kubernetes hands a Secret to a non-root container as 0440 with the
+ * pod's fsGroup, which the process holds (and only containers that mount the volume see it).
+ */
 void reload_check_vault_mode(struct reload_warnings *w, const char *path)
 {
     struct stat st;
 
     if (stat(path, &st) != 0 || (st.st_mode & (S_IRGRP | S_IROTH)) == 0)
+        return;
+    if ((st.st_mode & S_IROTH) == 0 && own_group(st.st_gid))
         return;
     reload_warn(w, false, "the vault file is readable by group or others (mode %04o): make it 0600",
                 (unsigned)(st.st_mode & 07777));

@@ -167,6 +167,16 @@ try:
     w = vg.status()["warnings"]
     t.check(any("readable by group or others" in x and "0644" in x for x in w), "mode: %r" % w)
     t.check(vg.events("vault_mode"), "no vault_mode log line")
+    # readable by a group vaultgate is not in: warned; by its own group only (a Kubernetes
+    # Secret under the pod's fsGroup is 0440): not
+    os.chmod(vpath, 0o640)
+    os.chown(vpath, -1, 65534)
+    reload()
+    w = vg.status()["warnings"]
+    t.check(any("readable by group or others" in x and "0640" in x for x in w), "group: %r" % w)
+    os.chown(vpath, -1, os.getegid())  # vaultgate runs as this test's user here
+    reload()
+    t.check(vg.status()["warnings"] == [], "own group warned: %r" % vg.status()["warnings"])
     os.chmod(vpath, 0o600)
     reload()
     t.check(vg.status()["warnings"] == [], "mode warning stays: %r" % vg.status()["warnings"])

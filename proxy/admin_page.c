@@ -158,6 +158,19 @@ static void notes_block(FILE *f, const cJSON *notes, const char *state)
     fputs("</ul>\n</aside>\n", f);
 }
 
+/* 1 when a warning says the vault is report-only (SPEC §12): refusals are not enforced. */
+static bool report_only(const cJSON *warnings)
+{
+    const cJSON *it;
+
+    cJSON_ArrayForEach(it, warnings)
+    {
+        if (cJSON_IsString(it) && strncmp(it->valuestring, "report-only:", 12) == 0)
+            return true;
+    }
+    return false;
+}
+
 static void state_block(FILE *f, const cJSON *st)
 {
     const char *state = str_of(st, "enforcement");
@@ -167,9 +180,14 @@ static void state_block(FILE *f, const cJSON *st)
         fputs("<section id=\"enforcement\" class=\"state degraded\" data-state=\"degraded\" "
               "role=\"alert\" aria-labelledby=\"state-title\">\n"
               "<h2 id=\"state-title\"><span class=\"mark\" aria-hidden=\"true\">!</span> "
-              "Degraded: enforcement needs attention</h2>\n"
-              "<p>Requests are still decided by the vault, but something the operator must act "
-              "on stands:</p>\n<ul id=\"warnings\">\n",
+              "Degraded: enforcement needs attention</h2>\n",
+              f);
+        fputs(report_only(warnings)
+                  ? "<p>The vault is report-only: what its policy would refuse is forwarded "
+                    "without credentials and recorded, not refused. What the operator must act "
+                    "on:</p>\n<ul id=\"warnings\">\n"
+                  : "<p>Requests are still decided by the vault, but something the operator must "
+                    "act on stands:</p>\n<ul id=\"warnings\">\n",
               f);
         string_items(f, warnings);
         fputs("</ul>\n</section>\n", f);

@@ -183,6 +183,8 @@ try:
     page = page.decode()
     t.check(code == 200 and 'data-state="degraded"' in page and want_w in page,
             "status page lacks the warning")
+    t.check("The vault is report-only" in page and "still decided by the vault" not in page,
+            "the status page says requests are decided by the vault")
     m = t.metrics_text(vg)
     texts.update({"status": json.dumps(st), "status page": page, "metrics": m})
     t.check(t.metric_value(m, "vaultgate_reported_total") == reported, "reported_total:\n" + m)

@@ -82,7 +82,7 @@ static int bad_choice(const char *cmd, const struct cli_opt *o, const char *v)
 static int apply_value(const char *cmd, const struct cli_opt *o, const char *v, void *opts)
 {
     char *field = (char *)opts + o->off;
-    double d = 0;
+    double d = 0; /* gcc 12 -O3 does not see parse_number() set it on success */
 
     switch (o->kind) {
     case CLI_STR:

@@ -116,5 +116,6 @@ int cmd_hosts(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_nft(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
+int cmd_health(int argc, char **argv);
 
 #endif

@@ -22,7 +22,12 @@ struct check_opts {
     const char *vault;
     const char *proxy_ip;
     bool json;
+    int format; /* hosts: HOSTS_FORMAT_* */
 };
+
+/* What `hosts` prints, in the order of hosts_formats. */
+enum { HOSTS_FORMAT_HOSTS = 0, HOSTS_FORMAT_KUBERNETES };
+static const char *const hosts_formats[] = {"hosts", "kubernetes", NULL};
 
 static void check_help(FILE *out)
 {
@@ -40,13 +45,15 @@ static void hosts_help(FILE *out)
 {
     fprintf(
         out,
-        "usage: vaultgate hosts --vault FILE --proxy-ip IP\n\n"
+        "usage: vaultgate hosts --vault FILE --proxy-ip IP [--format hosts|kubernetes]\n\n"
         "Prints one /etc/hosts line \"IP NAME\" per designated host of the vault (the exact\n"
-        "DNS names of its rules and host_policy block entries), for default routing. A vault\n"
+        "DNS names of its rules and host_policy block entries), for default routing; with\n"
+        "--format kubernetes, the same names as a pod spec's hostAliases: block. A vault\n"
         "that needs catch-all routing (a block default, a wildcard or regex rule or block\n"
         "entry) cannot be expressed in /etc/hosts: the reason goes to stderr, exit status 1.\n\n"
         "  --vault FILE    the vault\n"
-        "  --proxy-ip IP   the address the sandbox reaches vaultgate at (IPv4 or IPv6)\n\n"
+        "  --proxy-ip IP   the address the sandbox reaches vaultgate at (IPv4 or IPv6)\n"
+        "  --format F      hosts (/etc/hosts lines, the default) or kubernetes (hostAliases:)\n\n"
         "exit status: 0 ok, 1 the vault needs catch-all routing, 2 usage error,\n"
         "3 vault invalid or unreadable\n");
 }
@@ -65,6 +72,7 @@ static const struct cli_opt check_table[] = {
 static const struct cli_opt hosts_table[] = {
     {"--vault", CLI_STR, .off = CHECK_OPT(vault)},
     {"--proxy-ip", CLI_STR, .off = CHECK_OPT(proxy_ip)},
+    {"--format", CLI_ENUM, .flags = CLI_ONCE, .off = CHECK_OPT(format), .choices = hosts_formats},
     {0},
 };
 
@@ -189,10 +197,14 @@ int cmd_check(int argc, char **argv)
     return rc;
 }
 
-/* Prints the /etc/hosts lines; IP literals cannot be redirected by name, so they get a note. */
-static void print_hosts(const struct policy *p, const char *ip)
+/*
+ * Prints the /etc/hosts lines, or the hostAliases: block (one entry for ip, every name under
+ * it; the names are validated DNS names and ip a normalised address, so double quotes need no
+ * escaping). IP literals cannot be redirected by name, so they get a note.
+ */
+static void print_hosts(const struct policy *p, const char *ip, int format)
 {
-    size_t n;
+    size_t n, shown = 0;
     const struct policy_name *names = policy_names(p, &n);
 
     for (size_t i = 0; i < n; i++) {
@@ -204,8 +216,16 @@ static void print_hosts(const struct policy *p, const char *ip)
                     names[i].name);
             continue;
         }
-        printf("%s %s\n", ip, names[i].name);
+        if (format == HOSTS_FORMAT_HOSTS) {
+            printf("%s %s\n", ip, names[i].name);
+            continue;
+        }
+        if (shown++ == 0)
+            printf("hostAliases:\n  - ip: \"%s\"\n    hostnames:\n", ip);
+        printf("      - \"%s\"\n", names[i].name);
     }
+    if (format == HOSTS_FORMAT_KUBERNETES && shown == 0)
+        printf("hostAliases: []\n");
 }
 
 int cmd_hosts(int argc, char **argv)
@@ -238,7 +258,7 @@ int cmd_hosts(int argc, char **argv)
                 reason);
         rc = EXIT_RUNTIME;
     } else {
-        print_hosts(p, ip);
+        print_hosts(p, ip, o.format);
         rc = EXIT_OK;
     }
     policy_unref(&p);

@@ -34,11 +34,14 @@
 #include "proxy/oauth.h"
 #include "cli/reload.h"
 #include "cli/signals.h"
+#include "cli/trustfiles.h"
+#include "cli/vaultwatch.h"
 #include "proxy/upstream.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -46,6 +49,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,8 +64,10 @@ struct run_opts {
     struct cli_list https, http, proxy, resolve, dns, allow_private, listen_dns;
     const char *admin;
     const char *ca_out;
+    const char *trust_out;
     const char *state_dir;
     char state_dir_env[RUN_PATH_MAX]; /* the first of $STATE_DIRECTORY, when that is the default */
+    bool vault_watch;
     bool admin_allow_remote;
     const char *audit;
     int audit_source; /* enum audit_source */
@@ -94,6 +100,7 @@ struct run_state {
     struct admin *admin;
     struct worker *workers;
     struct reload_warnings warnings;
+    struct vaultwatch *watch; /* --vault-watch */
 };
 
 static void usage(FILE *out)
@@ -115,6 +122,8 @@ static void usage(FILE *out)
                  "  --admin ADDR           admin API (127.0.0.1:9090), or unix:/path\n"
                  "  --admin-allow-remote   allow a non-loopback --admin address\n"
                  "  --ca-out FILE          where the CA certificate goes (<state-dir>/ca.pem)\n"
+                 "  --trust-out DIR        write what `vaultgate trust` writes there, and "
+                 "trust.env\n"
                  "  --state-dir DIR        state directory, created 0711 ($STATE_DIRECTORY, "
                  "else ./var)\n"
                  "  --audit URL            sqlite:PATH, postgresql://..., or off "
@@ -129,6 +138,7 @@ static void usage(FILE *out)
                  "  --threads N            worker threads (number of CPUs)\n"
                  "  --user NAME            drop to this user after binding\n"
                  "  --vault-wait SECONDS   retry an unreadable vault this long (0)\n"
+                 "  --vault-watch          reload the vault when its file changes (inotify)\n"
                  "  --max-connections N    concurrent client connections; past it 503 "
                  "(from RLIMIT_NOFILE)\n"
                  "  --log-level LEVEL      error, warn, info, debug (info)\n"
@@ -199,6 +209,8 @@ static const struct cli_opt run_table[] = {
     {"--admin", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(admin)},
     {"--admin-allow-remote", CLI_FLAG, .off = RUN_OPT(admin_allow_remote)},
     {"--ca-out", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(ca_out)},
+    {"--trust-out", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(trust_out)},
+    {"--vault-watch", CLI_FLAG, .off = RUN_OPT(vault_watch)},
     {"--state-dir", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(state_dir)},
     {"--audit", CLI_STR, .flags = CLI_ONCE | CLI_NONEMPTY, .off = RUN_OPT(audit)},
     {"--audit-source", CLI_ENUM, .flags = CLI_ONCE, .off = RUN_OPT(audit_source),
@@ -649,43 +661,121 @@ static void log_start(struct run_state *rs)
 }
 
 /* "SIGUSR1 from pid 42 (uid 0)" for a signal a process sent, "SIGXCPU" for the kernel's. */
-static void signal_origin(const siginfo_t *si, char *buf, size_t len)
+static void signal_origin(const struct signalfd_siginfo *si, char *buf, size_t len)
 {
     char name[24];
 
-    signals_name(si->si_signo, name, sizeof(name));
-    if (si->si_code == SI_USER || si->si_code == SI_QUEUE)
-        snprintf(buf, len, "%s from pid %ld (uid %lu)", name, (long)si->si_pid,
-                 (unsigned long)si->si_uid);
+    signals_name((int)si->ssi_signo, name, sizeof(name));
+    if (si->ssi_code == SI_USER || si->ssi_code == SI_QUEUE)
+        snprintf(buf, len, "%s from pid %ld (uid %lu)", name, (long)si->ssi_pid,
+                 (unsigned long)si->ssi_uid);
     else
         snprintf(buf, len, "%s", name);
 }
 
+static int64_t monotonic_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One signal taken from the signalfd: 1 to stop (rc set), 0 to go on. */
+static int take_signal(struct run_state *rs, const struct signalfd_siginfo *si, int *rc)
+{
+    char origin[96];
+
+    signal_origin(si, origin, sizeof(origin));
+    switch (signals_action((int)si->ssi_signo)) {
+    case SIGNALS_RELOAD:
+        reload_vault(&rs->warnings, rs->o->vault, &rs->sh, rs->workers);
+        return 0;
+    case SIGNALS_IGNORE:
+        log_eventf(LOG_INFO, "signal", "signal_ignored", "%s: ignored", origin);
+        return 0;
+    case SIGNALS_STOP:
+        log_eventf(LOG_INFO, "stop", "signal", "%s: stopping", origin);
+        *rc = EXIT_OK;
+        return 1;
+    }
+    return 0;
+}
+
+/*
+ * The main thread's loop: the signals (through a signalfd, since they are blocked in every
+ * thread) and, with --vault-watch, the vault's inotify descriptor, whose changes reload the
+ * vault exactly as SIGHUP does once the debounce window closes. Returns the exit code.
+ */
 static int wait_signals(struct run_state *rs, const sigset_t *set)
 {
-    for (;;) {
-        siginfo_t si;
-        char origin[96];
-        int sig = sigwaitinfo(set, &si);
+    int sfd = signalfd(-1, set, SFD_CLOEXEC), rc = EXIT_RUNTIME;
 
-        if (sig < 0) {
-            if (errno == EINTR)
-                continue;
-            return EXIT_RUNTIME;
+    if (sfd < 0) {
+        log_eventf(LOG_ERROR, "stop", "signalfd", "cannot take signals: %s", strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    for (;;) {
+        struct pollfd pf[2] = {{sfd, POLLIN, 0}, {-1, POLLIN, 0}};
+        int timeout = -1;
+        struct signalfd_siginfo si;
+        ssize_t n;
+
+        if (rs->watch != NULL) {
+            pf[1].fd = vaultwatch_fd(rs->watch);
+            timeout = vaultwatch_timeout(rs->watch, monotonic_ms());
         }
-        signal_origin(&si, origin, sizeof(origin));
-        switch (signals_action(sig)) {
-        case SIGNALS_RELOAD:
+        if (poll(pf, rs->watch != NULL ? 2 : 1, timeout) < 0 && errno != EINTR)
+            break;
+        if (pf[0].revents & POLLIN) {
+            n = read(sfd, &si, sizeof(si));
+            if (n == (ssize_t)sizeof(si) && take_signal(rs, &si, &rc))
+                break;
+            if (n < 0 && errno != EAGAIN && errno != EINTR)
+                break;
+        }
+        if (rs->watch == NULL)
+            continue;
+        if ((pf[1].revents & POLLIN) && vaultwatch_read(rs->watch) > 0)
+            vaultwatch_changed(rs->watch, monotonic_ms());
+        if (vaultwatch_timeout(rs->watch, monotonic_ms()) == 0) {
+            log_eventf(LOG_INFO, "reload", "vault_changed", "the vault file changed: reloading");
             reload_vault(&rs->warnings, rs->o->vault, &rs->sh, rs->workers);
-            break;
-        case SIGNALS_IGNORE:
-            log_eventf(LOG_INFO, "signal", "signal_ignored", "%s: ignored", origin);
-            break;
-        case SIGNALS_STOP:
-            log_eventf(LOG_INFO, "stop", "signal", "%s: stopping", origin);
-            return EXIT_OK;
+            vaultwatch_done(rs->watch, monotonic_ms());
         }
     }
+    close(sfd);
+    return rc;
+}
+
+/* --trust-out: what `vaultgate trust` writes, and trust.env with the lines it prints, before
+ * any listener accepts (so before /readyz turns 200). 0 or -1 + err. */
+static int write_trust_out(struct run_state *rs, char *err, size_t errlen)
+{
+    const char *dir = rs->o->trust_out;
+    struct trustfiles t = {NULL, NULL, NULL, NULL};
+    char bundle[RUN_PATH_MAX], env[RUN_PATH_MAX], e[960];
+    int rc = -1;
+
+    if (dir == NULL)
+        return 0;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "--trust-out %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (snprintf(bundle, sizeof(bundle), "%s/bundle.pem", dir) >= (int)sizeof(bundle) ||
+        snprintf(env, sizeof(env), "%s/trust.env", dir) >= (int)sizeof(env)) {
+        snprintf(err, errlen, "--trust-out: the directory name is too long");
+        return -1;
+    }
+    if (trustfiles_write(rs->pem, rs->pemlen, rs->o->ca_out, bundle, TRUSTFILES_DEFAULT_ROOTS, &t,
+                         e, sizeof(e)) == 0 &&
+        trustfiles_write_env(&t, env, e, sizeof(e)) == 0)
+        rc = 0;
+    else
+        snprintf(err, errlen, "--trust-out: %s", e);
+    trustfiles_free(&t);
+    return rc;
 }
 
 /* State directory, CA, --ca-out, certificate cache, metrics, ticket keys. 0 or -1 + err. */
@@ -711,6 +801,8 @@ static int run_setup_ca(struct run_state *rs, const struct passwd *pw, char *err
         snprintf(err, errlen, "CA certificate: cannot encode");
         return -1;
     }
+    if (write_trust_out(rs, err, errlen) < 0)
+        return -1;
     rs->sh.certs = certcache_new(rs->sh.ca, VG_CERTCACHE_MIN);
     if (rs->sh.certs == NULL || metrics_init(o->threads) < 0) {
         snprintf(err, errlen, "out of memory");
@@ -836,6 +928,7 @@ static void run_teardown(struct run_state *rs)
     free(rs->pem);
     rs->pem = NULL;
     reload_warnings_free(&rs->warnings);
+    vaultwatch_free(&rs->watch);
 }
 
 int cmd_run(int argc, char **argv)
@@ -883,6 +976,10 @@ int cmd_run(int argc, char **argv)
                    o.max_conns, nofile_limit());
 
     rc = run_setup(&rs, err, sizeof(err));
+    if (rc == 0 && o.vault_watch) {
+        rs.watch = vaultwatch_open(o.vault, err, sizeof(err));
+        rc = rs.watch != NULL ? 0 : EXIT_RUNTIME;
+    }
     if (rc == 0) {
         log_start(&rs);
         rc = wait_signals(&rs, &set);

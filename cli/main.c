@@ -20,6 +20,7 @@ static const struct cli_command commands[] = {
     {"probe", cmd_probe, "verify from inside a sandbox that egress is enforced"},
     {"audit", cmd_audit, "read the audit store"},
     {"trust", cmd_trust, "write a CA bundle and print the environment lines runtimes need"},
+    {"health", cmd_health, "ask a running gateway's admin API for /healthz or /readyz"},
     {"version", cmd_version, "print the version"},
     {"help", cmd_help, "this list, or `vaultgate help COMMAND`: the usage of one command"},
 };

@@ -14,6 +14,7 @@
 #include "common/sechist.h"
 #include "policy/inject.h"
 #include "policy/policy.h"
+#include "proxy/metrics.h"
 #include "proxy/oauth.h"
 #include "proxy/worker.h"
 
@@ -87,27 +88,32 @@ void reload_check_vault_mode(struct reload_warnings *w, const char *path)
                (unsigned)(st.st_mode & 07777));
 }
 
-/* "relaunch required" warnings for what the running gateway cannot take from p. */
-static void check_relaunch(struct reload_warnings *w, const struct policy *p,
+/* "relaunch required" warnings for what the running gateway cannot take from p; true when any
+ * was raised. */
+static bool check_relaunch(struct reload_warnings *w, const struct policy *p,
                            const struct worker_shared *sh)
 {
     const struct policy_name *names;
     const char *reason = NULL;
+    bool relaunch = false;
     size_t n;
 
-    if (policy_mode(p, &reason) != sh->mode)
+    if (policy_mode(p, &reason) != sh->mode) {
         reload_warn(w, false, "relaunch required: the vault needs %s routing (%s)",
                     policy_mode_name(policy_mode(p, NULL)), reason != NULL ? reason : "");
+        relaunch = true;
+    }
     if (!ca_constrained(sh->ca))
-        return;
+        return relaunch;
     names = policy_names(p, &n);
     for (size_t i = 0; i < n; i++) {
         if (!ca_permits(sh->ca, names[i].name)) {
             reload_warn(w, false, "relaunch required: %s is outside the CA's name constraints",
                         names[i].name);
-            return; /* the first one names the problem */
+            return true; /* the first one names the problem */
         }
     }
+    return relaunch;
 }
 
 static void retire_value(const char *name, const char *value, size_t len, void *arg)
@@ -134,9 +140,10 @@ static int retire_replaced(struct worker_shared *sh, const struct policy *p)
     return failed ? -1 : 0;
 }
 
-void reload_vault(struct reload_warnings *w, const char *path, struct worker_shared *sh,
-                  struct worker *workers)
+enum metrics_reload reload_vault(struct reload_warnings *w, const char *path,
+                                 struct worker_shared *sh, struct worker *workers)
 {
+    enum metrics_reload result = METRICS_R_INVALID;
     char err[512];
     struct policy *p = policy_load(path, err, sizeof(err));
 
@@ -147,24 +154,27 @@ void reload_vault(struct reload_warnings *w, const char *path, struct worker_sha
     if (p == NULL) {
         reload_warn(w, false, "vault reload failed, the previous policy stays: %s", err);
         log_eventf(LOG_WARN, "reload", "vault_invalid", "%s", err);
-        return;
+        goto out;
     }
     if (sh->oauth != NULL && oauth_bind(sh->oauth, p, err, sizeof(err)) < 0) {
         reload_warn(w, false, "vault reload failed, the previous policy stays: %s", err);
         log_eventf(LOG_WARN, "reload", "oauth_bind", "%s", err);
         policy_unref(&p);
-        return;
+        goto out;
     }
     if (retire_replaced(sh, p) < 0) {
         reload_warn(w, false, "vault reload failed, the previous policy stays: out of memory");
         log_eventf(LOG_WARN, "reload", "out_of_memory", "the replaced values could not be kept");
         policy_unref(&p);
-        return;
+        goto out;
     }
-    check_relaunch(w, p, sh);
+    result = check_relaunch(w, p, sh) ? METRICS_R_RELAUNCH : METRICS_R_OK;
     worker_policy_swap(sh, p);
     worker_refresh_all(workers, sh->nworkers);
     /* p is sh's now; only this thread swaps, so it stays valid for the line */
     log_eventf(LOG_INFO, "reload", "vault_loaded", "rules=%zu host_entries=%zu",
                policy_rule_count(p), policy_host_entry_count(p));
+out:
+    metrics_reload(result);
+    return result;
 }

@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "proxy/metrics.h"
 #include "proxy/worker.h"
 
 #define RELOAD_MAX_WARNINGS 64 /* of each kind; more are dropped */
@@ -51,9 +52,11 @@ void reload_check_vault_mode(struct reload_warnings *w, const char *path);
  * the reload warnings say what happened until the next reload: the vault's error, or "relaunch
  * required" when the new vault needs another routing mode than the run was started in or names
  * a host outside the CA's name constraints (swapped in all the same: such a host is refused at
- * the handshake). Logs reload/vault_loaded or reload/vault_invalid.
+ * the handshake). Logs reload/vault_loaded or reload/vault_invalid. Returns what the reload
+ * came to, and counts it in vaultgate_vault_reloads_total: METRICS_R_OK, METRICS_R_INVALID (the
+ * old policy stays) or METRICS_R_RELAUNCH (swapped in, "relaunch required" stands).
  */
-void reload_vault(struct reload_warnings *w, const char *path, struct worker_shared *sh,
-                  struct worker *workers);
+enum metrics_reload reload_vault(struct reload_warnings *w, const char *path,
+                                 struct worker_shared *sh, struct worker *workers);
 
 #endif

@@ -58,9 +58,12 @@ struct metrics_labels {
 static struct metrics_slot *slots;
 static int nslots;
 static struct metrics_labels *labels;
+/* reloads happen on the main thread, a few a minute at most: one set of counters, no slots */
+static _Atomic uint64_t reloads[METRICS_R_COUNT];
 
 static const char *const decision_names[] = {"inject", "allow", "block", "error"};
 static const char *const ue_names[] = {"dns", "connect", "tls", "timeout", "protocol"};
+static const char *const reload_names[] = {"ok", "invalid", "relaunch"};
 
 int metrics_init(int nworkers)
 {
@@ -79,6 +82,8 @@ int metrics_init(int nworkers)
         return -1;
     }
     memset(slots, 0, n * sizeof(*slots));
+    for (int r = 0; r < METRICS_R_COUNT; r++)
+        atomic_store(&reloads[r], 0);
     pthread_mutex_init(&labels->mu, NULL);
     nslots = (int)n;
     return 0;
@@ -431,6 +436,11 @@ char *metrics_render(const struct metrics_extra *extra, size_t *len)
         buf_printf(&b, "vaultgate_upstream_errors_total{kind=\"%s\"} %llu\n", ue_names[k],
                    (unsigned long long)SUM_AT(upstream_errors, k));
     render_dns(&b);
+    header(&b, "vault_reloads_total", "counter",
+           "Vault reloads (SIGHUP or --vault-watch), by result.");
+    for (int r = 0; r < METRICS_R_COUNT; r++)
+        buf_printf(&b, "vaultgate_vault_reloads_total{result=\"%s\"} %llu\n", reload_names[r],
+                   (unsigned long long)atomic_load_explicit(&reloads[r], memory_order_relaxed));
     render_histogram(&b);
     if (b.failed) {
         free(b.p);
@@ -439,6 +449,12 @@ char *metrics_render(const struct metrics_extra *extra, size_t *len)
     if (len != NULL)
         *len = b.len;
     return b.p;
+}
+
+void metrics_reload(enum metrics_reload result)
+{
+    if ((unsigned)result < METRICS_R_COUNT)
+        inc(&reloads[result], 1);
 }
 
 enum metrics_upstream_error metrics_upstream_kind(int upstream_err)

@@ -30,6 +30,15 @@ enum metrics_upstream_error {
     METRICS_UE_COUNT,
 };
 
+/* What a vault reload came to (SPEC §13): swapped in, refused, or swapped in with "relaunch
+ * required" standing. */
+enum metrics_reload {
+    METRICS_R_OK = 0,
+    METRICS_R_INVALID,
+    METRICS_R_RELAUNCH,
+    METRICS_R_COUNT,
+};
+
 /* Once at start, before the workers run. 0 or -1. */
 int metrics_init(int nworkers);
 void metrics_shutdown(void);
@@ -47,6 +56,8 @@ void metrics_tls_handshake(int worker);
 void metrics_upstream_error(int worker, enum metrics_upstream_error kind);
 /* One answered DNS query (SPEC §12): its type and rcode, never its name. */
 void metrics_dns_query(int worker, enum dnsmsg_type type, enum dnsmsg_rcode rcode);
+/* One vault reload, by signal or by watch; the main thread's, so not per worker. */
+void metrics_reload(enum metrics_reload result);
 
 /* The kind an upstream_get() failure counts as (enum upstream_err of upstream.h). */
 enum metrics_upstream_error metrics_upstream_kind(int upstream_err);

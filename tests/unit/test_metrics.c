@@ -85,6 +85,30 @@ START_TEST(metrics_counters)
 }
 END_TEST
 
+/* Reloads are counted by result, by signal or by watch alike (the main thread's counters). */
+START_TEST(metrics_reloads)
+{
+    char *text;
+
+    ck_assert_int_eq(metrics_init(1), 0);
+    text = render();
+    assert_line(text, "# TYPE vaultgate_vault_reloads_total counter");
+    assert_line(text, "vaultgate_vault_reloads_total{result=\"ok\"} 0");
+    free(text);
+    metrics_reload(METRICS_R_OK);
+    metrics_reload(METRICS_R_OK);
+    metrics_reload(METRICS_R_INVALID);
+    metrics_reload(METRICS_R_RELAUNCH);
+    metrics_reload(METRICS_R_COUNT); /* out of range: ignored */
+    text = render();
+    assert_line(text, "vaultgate_vault_reloads_total{result=\"ok\"} 2");
+    assert_line(text, "vaultgate_vault_reloads_total{result=\"invalid\"} 1");
+    assert_line(text, "vaultgate_vault_reloads_total{result=\"relaunch\"} 1");
+    free(text);
+    metrics_shutdown();
+}
+END_TEST
+
 START_TEST(metrics_label_escaping)
 {
     char *text, name[80];
@@ -150,6 +174,7 @@ Suite *suite_metrics(void)
     TCase *tc = tcase_create("metrics");
 
     tcase_add_test(tc, metrics_counters);
+    tcase_add_test(tc, metrics_reloads);
     tcase_add_test(tc, metrics_label_escaping);
     tcase_add_test(tc, metrics_histogram);
     suite_add_tcase(s, tc);

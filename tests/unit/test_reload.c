@@ -90,10 +90,10 @@ static int warnings(struct fixture *f, char *buf, size_t len)
     return n;
 }
 
-static void reload(struct fixture *f, const char *text, mode_t mode)
+static enum metrics_reload reload(struct fixture *f, const char *text, mode_t mode)
 {
     write_vault(f, text, mode);
-    reload_vault(&f->w, f->path, &f->sh, NULL);
+    return reload_vault(&f->w, f->path, &f->sh, NULL);
 }
 
 START_TEST(valid_vault_swapped_in)
@@ -104,12 +104,12 @@ START_TEST(valid_vault_swapped_in)
 
     setup(&f);
     before = f.sh.policy;
-    reload(&f, vault_a, 0600);
+    ck_assert_int_eq(reload(&f, vault_a, 0600), METRICS_R_OK);
     ck_assert_ptr_ne(f.sh.policy, before);
     ck_assert_uint_eq(atomic_load(&f.sh.policy_gen), 1);
     ck_assert_int_eq(warnings(&f, buf, sizeof(buf)), 0);
     /* a name outside the constrained CA: swapped in, and the first such name is named */
-    reload(&f, vault_ab, 0600);
+    ck_assert_int_eq(reload(&f, vault_ab, 0600), METRICS_R_RELAUNCH);
     ck_assert_uint_eq(policy_rule_count(f.sh.policy), 2);
     ck_assert_int_eq(warnings(&f, buf, sizeof(buf)), 1);
     ck_assert_str_eq(buf, "relaunch required: b.example.test is outside the CA's name "
@@ -126,7 +126,7 @@ START_TEST(invalid_vault_keeps_policy)
 
     setup(&f);
     before = f.sh.policy;
-    reload(&f, "{ not json", 0600);
+    ck_assert_int_eq(reload(&f, "{ not json", 0600), METRICS_R_INVALID);
     ck_assert_ptr_eq(f.sh.policy, before);
     ck_assert_uint_eq(atomic_load(&f.sh.policy_gen), 0);
     ck_assert_int_eq(warnings(&f, buf, sizeof(buf)), 1);

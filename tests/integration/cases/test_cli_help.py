@@ -20,7 +20,7 @@ import subprocess
 
 import vgtest as t
 
-COMMANDS = ["run", "check", "hosts", "nft", "probe", "audit", "trust", "version", "help"]
+COMMANDS = ["run", "check", "hosts", "nft", "probe", "audit", "trust", "health", "version", "help"]
 
 
 def run(*args, user=None, env=None, cwd=None):

@@ -8,7 +8,10 @@
  *                    the gateway itself but those, and nothing is forwarded but DNS to --dns.
  *   --where sandbox  the sandbox's own namespace: its TCP 80/443 (and DNS with --dns-redirect)
  *                    is DNATed to --proxy-ip, and IPv6 to --proxy-ip6; all other output but
- *                    loopback and DNS to --dns is refused or dropped.
+ *                    loopback and DNS to --dns is refused or dropped. With --exempt-uid UID
+ *                    (a sidecar: vaultgate shares the sandbox's namespace), whatever sockets of
+ *                    UID send passes first, neither DNATed nor refused, so vaultgate's own
+ *                    upstream connections leave while every other process's land on it.
  * In both, every other UDP packet is refused with ICMP administratively prohibited (QUIC falls
  * back to TCP at once instead of waiting), and in the sandbox a family with no proxy address is
  * refused at once (TCP reset, ICMP otherwise), so clients fall back to the other; what is
@@ -24,6 +27,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -47,6 +51,8 @@ struct nft_opts {
     int dns_v6;
     int dns_redirect; /* --dns-redirect PORT, 0 when not given */
     const char *sandbox_if;
+    int exempt;       /* --exempt-uid given */
+    uid_t exempt_uid; /* whose output passes untouched (sandbox) */
     bool apply;
 };
 
@@ -81,7 +87,7 @@ static void usage(FILE *out)
             "usage: vaultgate nft --vault FILE [--where gateway|sandbox] [--proxy-ip IP]\n"
             "                     [--proxy-ip6 IP6] [--https-port N] [--http-port N]\n"
             "                     [--dns-redirect PORT | --dns IP] [--sandbox-if IFNAME]\n"
-            "                     [--apply]\n"
+            "                     [--exempt-uid UID] [--apply]\n"
             "\n"
             "Prints (or, with --apply, installs with `nft -f -`) the nftables ruleset that makes\n"
             "vaultgate the only way out of a sandbox (table inet vaultgate; re-applying replaces\n"
@@ -101,6 +107,8 @@ static void usage(FILE *out)
             "                    address) goes to vaultgate's DNS listener on PORT\n"
             "  --dns IP          instead: the one resolver the sandbox may reach (UDP and TCP\n"
             "                    53); names looked up there can carry data out\n"
+            "  --exempt-uid UID  (sandbox) a user id or name whose output passes untouched:\n"
+            "                    vaultgate's own, when it shares the sandbox's namespace\n"
             "  --apply           run `nft -f -`; exit 4 if that fails\n");
 }
 
@@ -301,6 +309,14 @@ static void sandbox_refuse(struct nft_buf *b, const struct nft_opts *o, int i)
          f->nfproto, f->nfproto, f->icmp);
 }
 
+/* --exempt-uid: every packet of a socket UID owns passes, both families and all protocols,
+ * before any DNAT or refusal (vaultgate's own upstream connections and lookups). */
+static void sandbox_exempt(struct nft_buf *b, const struct nft_opts *o)
+{
+    if (o->exempt)
+        emit(b, "\t\tmeta skuid %lu counter accept\n", (unsigned long)o->exempt_uid);
+}
+
 static void render_sandbox(struct nft_buf *b, const struct nft_opts *o)
 {
     const char *dfam = o->dns_v6 ? "ip6" : "ip";
@@ -314,8 +330,12 @@ static void render_sandbox(struct nft_buf *b, const struct nft_opts *o)
         b,
         "\n\t# TCP 80/443%s leaving this namespace go to vaultgate, whatever address they named.\n",
         o->dns_redirect != 0 ? " and DNS" : "");
+    if (o->exempt)
+        emit(b, "\t# Sockets of uid %lu (vaultgate's own) are neither DNATed nor refused.\n",
+             (unsigned long)o->exempt_uid);
     emit(b, "\tchain output_nat {\n");
     emit(b, "\t\ttype nat hook output priority -100; policy accept;\n");
+    sandbox_exempt(b, o);
     emit(b, "\t\toifname \"lo\" accept\n");
     sandbox_nat(b, o, 0);
     sandbox_nat(b, o, 1);
@@ -324,6 +344,7 @@ static void render_sandbox(struct nft_buf *b, const struct nft_opts *o)
             "\t# proxy address) or dropped, and counted.\n");
     emit(b, "\tchain output_filter {\n");
     emit(b, "\t\ttype filter hook output priority filter; policy drop;\n");
+    sandbox_exempt(b, o);
     emit(b, "\t\toifname \"lo\" accept\n");
     emit(b, "\t\tct state established,related accept\n");
     sandbox_accept(b, o, 0);
@@ -535,6 +556,32 @@ static int set_sandbox_if(void *arg, const char *v)
     return 0;
 }
 
+/* --exempt-uid: a numeric uid 0-4294967294, or a user name looked up now (the ruleset holds
+ * the number). */
+static int set_exempt_uid(void *arg, const char *v)
+{
+    struct nft_opts *o = arg;
+    const struct passwd *pw;
+    unsigned long long n;
+    char *end;
+
+    if (*v != '\0' && strspn(v, "0123456789") == strlen(v)) {
+        errno = 0;
+        n = strtoull(v, &end, 10);
+        if (errno != 0 || *end != '\0' || n > 4294967294ULL)
+            return cli_usage_error("nft", "--exempt-uid: expected a uid 0-4294967294 or a "
+                                          "user name");
+        o->exempt_uid = (uid_t)n;
+    } else {
+        pw = *v != '\0' ? getpwnam(v) : NULL;
+        if (pw == NULL)
+            return cli_usage_error("nft", "--exempt-uid: no such user '%s'", v);
+        o->exempt_uid = pw->pw_uid;
+    }
+    o->exempt = 1;
+    return 0;
+}
+
 static const struct cli_opt nft_table[] = {
     {"--vault", CLI_STR, .off = offsetof(struct nft_opts, vault)},
     {"--where", CLI_SET, .set = set_where},
@@ -545,6 +592,7 @@ static const struct cli_opt nft_table[] = {
     {"--dns", CLI_SET, .set = set_dns},
     {"--dns-redirect", CLI_SET, .set = set_dns_redirect},
     {"--sandbox-if", CLI_SET, .set = set_sandbox_if},
+    {"--exempt-uid", CLI_SET, .set = set_exempt_uid},
     {"--apply", CLI_FLAG, .off = offsetof(struct nft_opts, apply)},
     {0},
 };
@@ -566,6 +614,9 @@ static int parse_opts(int argc, char **argv, struct nft_opts *o, int *rc)
     else if (o->gateway && o->proxy_ip6[0] != '\0')
         *rc = cli_usage_error("nft", "--proxy-ip6: only with --where sandbox (the gateway "
                                      "redirects IPv6 as it is)");
+    else if (o->gateway && o->exempt)
+        *rc = cli_usage_error("nft", "--exempt-uid: only with --where sandbox (the gateway "
+                                     "tells the sandbox's traffic by its interface)");
     else if (o->proxy_v6 && o->proxy_ip6[0] != '\0')
         *rc = cli_usage_error("nft", "--proxy-ip6: --proxy-ip is already IPv6");
     else

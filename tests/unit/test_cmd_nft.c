@@ -1,8 +1,8 @@
 /*
  * test_cmd_nft.c - `vaultgate nft` (cli/cmd_nft.c) without nft: the rulesets it prints for each
- * combination of --where, --dns-redirect, --dns and --proxy-ip6 (the lines that must be there
- * and the ones that must not), the one-line usage errors of the combinations it refuses, and
- * the warning about --dns for a catch-all vault. tests/integration/cases/test_nft_rulesets.py
+ * combination of --where, --dns-redirect, --dns, --proxy-ip6 and --exempt-uid (the lines that must
+ * be there and the ones that must not), the one-line usage errors of the combinations it refuses,
+ * and the warning about --dns for a catch-all vault. tests/integration/cases/test_nft_rulesets.py
  * has the real nft check each combination.
  */
 #include <check.h>
@@ -96,7 +96,7 @@ static void run(struct nft_run *r, const char *vault, const char *const *words)
 }
 
 struct render_case {
-    const char *words[12];
+    const char *words[14];
     const char *want[10];  /* lines (or parts of one) the ruleset has */
     const char *absent[6]; /* and ones it must not have */
 };
@@ -161,7 +161,29 @@ static const struct render_case renders[] = {
     /* sandbox without DNS: no DNS passes, UDP 53 is refused like all UDP */
     {{"--where", "sandbox", "--proxy-ip", "10.9.9.1", NULL},
      {"\t\t" REJ4, "\tcounter rejected_udp { }\n"},
-     {"dport 53"}},
+     {"dport 53", "skuid"}},
+    /* the sidecar: vaultgate's uid passes first in both chains (before the loopback accept,
+     * every DNAT and every refusal); everyone else's 80/443 and DNS go to it on loopback */
+    {{"--where", "sandbox", "--proxy-ip", "127.0.0.1", "--https-port", "443", "--http-port", "80",
+      "--dns-redirect", "53", "--exempt-uid", "65532", NULL},
+     {"\t# Sockets of uid 65532 (vaultgate's own) are neither DNATed nor refused.\n",
+      "\t\ttype nat hook output priority -100; policy accept;\n"
+      "\t\tmeta skuid 65532 counter accept\n\t\toifname \"lo\" accept\n"
+      "\t\tmeta nfproto ipv4 tcp dport 443 counter dnat ip to 127.0.0.1:443\n"
+      "\t\tmeta nfproto ipv4 tcp dport 80 counter dnat ip to 127.0.0.1:80\n"
+      "\t\tmeta nfproto ipv4 udp dport 53 counter dnat ip to 127.0.0.1:53\n",
+      "\t\ttype filter hook output priority filter; policy drop;\n"
+      "\t\tmeta skuid 65532 counter accept\n\t\toifname \"lo\" accept\n",
+      "\t\t" REJ4, "counter name rejected_ipv6 reject with tcp reset\n"},
+     {"dnat ip6"}},
+    /* a user name is looked up when the ruleset is rendered: the ruleset holds the number */
+    {{"--where", "sandbox", "--proxy-ip", "fd00::1", "--exempt-uid", "root", NULL},
+     {"\t# Sockets of uid 0 (vaultgate's own) are neither DNATed nor refused.\n",
+      "\t\ttype filter hook output priority filter; policy drop;\n\t\tmeta skuid 0 counter "
+      "accept\n",
+      "\t\tmeta skuid 0 counter accept\n\t\toifname \"lo\" accept\n\t\tmeta nfproto ipv6 tcp "
+      "dport 443 counter dnat ip6 to [fd00::1]:8443\n"},
+     {"root"}},
 };
 
 START_TEST(renders_each_combination)
@@ -199,6 +221,18 @@ static const struct usage_case usages[] = {
     {{"--where", "sandbox", "--proxy-ip", "fd00::1", "--proxy-ip6", "fd00::2", NULL},
      "--proxy-ip6: --proxy-ip is already IPv6"},
     {{"--proxy-ip6", "fd00::2", NULL}, "--proxy-ip6: only with --where sandbox"},
+    {{"--exempt-uid", "65532", NULL}, "--exempt-uid: only with --where sandbox"},
+    {{"--where", "gateway", "--exempt-uid", "root", NULL},
+     "--exempt-uid: only with --where sandbox"},
+    {{"--where", "sandbox", "--proxy-ip", "10.0.0.1", "--exempt-uid", "4294967295", NULL},
+     "--exempt-uid: expected a uid 0-4294967294 or a user name"},
+    {{"--where", "sandbox", "--proxy-ip", "10.0.0.1", "--exempt-uid", "99999999999999999999999",
+      NULL},
+     "--exempt-uid: expected a uid 0-4294967294 or a user name"},
+    {{"--where", "sandbox", "--proxy-ip", "10.0.0.1", "--exempt-uid", "no-such-user-vg21", NULL},
+     "--exempt-uid: no such user 'no-such-user-vg21'"},
+    {{"--where", "sandbox", "--proxy-ip", "10.0.0.1", "--exempt-uid", "-1", NULL},
+     "--exempt-uid: no such user '-1'"},
 };
 
 START_TEST(refuses_combinations)

@@ -2,7 +2,8 @@
 """`vaultgate nft`: every ruleset it prints is one the real nft accepts (`nft -c -f -`, in a
 network namespace of this case's own, so nothing is installed anywhere): each --where with each
 DNS choice (none, --dns IPv4 or IPv6, --dns-redirect), with and without --sandbox-if, and for the
-sandbox an IPv4, IPv6, or IPv4 plus --proxy-ip6 proxy address. Then the applied ruleset is
+sandbox an IPv4, IPv6, or IPv4 plus --proxy-ip6 proxy address, each also with --exempt-uid (by
+number and by name) and the sidecar's loopback proxy address. Then the applied ruleset is
 listed back, and its counters are the ones docs/gateway.md names."""
 import itertools
 import json
@@ -30,6 +31,10 @@ for dns, proxy in itertools.product(dns_choices, (["--proxy-ip", "10.9.9.1"],
                                                   ["--proxy-ip", "10.9.9.1", "--proxy-ip6",
                                                    "fd00:9::1"])):
     combos.append(["--where", "sandbox"] + proxy + dns + ["--https-port", "9443"])
+    combos.append(["--where", "sandbox"] + proxy + dns + ["--exempt-uid", "65532"])
+for dns, exempt in itertools.product(dns_choices, ("0", "nobody", "4294967294")):
+    combos.append(["--where", "sandbox", "--proxy-ip", "127.0.0.1", "--https-port", "443",
+                   "--http-port", "80", "--exempt-uid", exempt] + dns)
 
 checked = 0
 for args in combos:

@@ -197,10 +197,14 @@ try:
     r = curl("http://api.example.test/plain")  # :80, plain HTTP, by Host
     t.check(r.stdout == "200", "plain HTTP on :80: %r %r" % (r.stdout, r.stderr[-300:]))
     env = c.podman("exec", name + "-sandbox", "cat", "/run/vaultgate-trust/trust.env").stdout
+    want = set()
     for e in sandbox["env"]:
-        line = "export %s=%s" % (e["name"], e["value"])
-        t.check(line in env or "export %s='%s'" % (e["name"], e["value"]) in env,
-                "the manifest's %s differs from trust.env" % e["name"])
+        want.add("export %s=%s" % (e["name"], e["value"]))
+        want.add("export %s='%s'" % (e["name"], e["value"]))
+    lines = [ln for ln in env.splitlines() if ln.startswith("export ")]
+    # both ways: every manifest variable is in trust.env, and trust.env has no other
+    t.check(lines and all(ln in want for ln in lines) and len(lines) == len(sandbox["env"]),
+            "the manifest's environment differs from trust.env:\n%s" % env)
     pid = c.inspect(name + "-vaultgate", "{{.State.Pid}}")
     st = dict(ln.split(":\t", 1) for ln in open("/proc/%s/status" % pid).read().splitlines()
               if ":\t" in ln)

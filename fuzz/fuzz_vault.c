@@ -238,7 +238,7 @@ static void check_inject(const struct policy *p, size_t rule)
         char sig[SIGV4_HEX_LEN + 1];
 
         policy_rule_info(p, rule, &ri);
-        if (ri.scheme == POLICY_SCHEME_SIGV4) {
+        if (ri.per_request) {
             if (inject_apply(&h, p, (int)rule) == 0 ||
                 inject_sigv4(&h, p, (int)rule, SIGV4_EMPTY_SHA256, 1700000000, sig) != 0 ||
                 httphead_count(&h, "Authorization") != 1)

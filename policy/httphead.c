@@ -275,6 +275,12 @@ out:
     return rc;
 }
 
+int httphead_is_tchar(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           (ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
 int httphead_name_eq(const char *a, size_t alen, const char *b, size_t blen)
 {
     if (alen != blen)

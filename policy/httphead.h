@@ -69,6 +69,9 @@ int httphead_add(struct http_head *h, const char *name, size_t nlen, const char 
 /* Removes every field named name (ASCII case-insensitive). Returns how many were removed. */
 size_t httphead_remove(struct http_head *h, const char *name);
 
+/* 1 for RFC 9110 token characters (tchar). */
+int httphead_is_tchar(unsigned char ch);
+
 /* 1 if field names a (alen bytes) and b (blen bytes) are equal, ASCII case-insensitively. */
 int httphead_name_eq(const char *a, size_t alen, const char *b, size_t blen);
 

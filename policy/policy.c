@@ -9,6 +9,8 @@
  * and costs O(log n) per exact or wildcard pattern plus one regex run per `re:` pattern.
  */
 #include "policy/policy.h"
+#include "policy/cred.h"
+#include "policy/credwire.h"
 #include "policy/policy_int.h"
 #include "policy/scope.h"
 #include "common/caps.h"
@@ -386,118 +388,18 @@ int policy_decide_request(const struct policy *p, const char *host, const char *
 
 /* ---- wire forms ---- */
 
-char *policy_pct_encode(const char *s, size_t len, size_t *outlen)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    char *out = malloc(len * 3 + 1);
-    size_t o = 0;
-
-    if (out == NULL)
-        return NULL;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-
-        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '.' || c == '_' || c == '~') {
-            out[o++] = (char)c;
-        } else {
-            out[o++] = '%';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
-        }
-    }
-    out[o] = '\0';
-    *outlen = o;
-    return out;
-}
-
-/* base64(user ":" secret), in a new buffer of *outlen bytes plus NUL. */
-static char *basic_token(const char *user, const char *secret, size_t slen, size_t *outlen)
-{
-    size_t ulen = strlen(user), plain_len = ulen + 1 + slen;
-    char *plain = malloc(plain_len + 1);
-    char *b64 = malloc(4 * ((plain_len + 2) / 3) + 1);
-    char *ret = NULL;
-
-    if (plain == NULL || b64 == NULL)
-        goto out;
-    memcpy(plain, user, ulen);
-    plain[ulen] = ':';
-    memcpy(plain + ulen + 1, secret, slen);
-    *outlen = (size_t)EVP_EncodeBlock((unsigned char *)b64, (unsigned char *)plain, (int)plain_len);
-    ret = b64;
-    b64 = NULL;
-out:
-    secmem_free(&plain, plain_len + 1);
-    secmem_free(&b64, 4 * ((plain_len + 2) / 3) + 1);
-    return ret;
-}
-
-/* Builds prefix + body into a new buffer; 0 or -1. */
-static int wire_concat(const char *prefix, const char *body, size_t blen, char **out,
-                       size_t *outlen)
-{
-    size_t plen = strlen(prefix);
-    char *buf = malloc(plen + blen + 1);
-
-    if (buf == NULL)
-        return -1;
-    memcpy(buf, prefix, plen);
-    memcpy(buf + plen, body, blen);
-    buf[plen + blen] = '\0';
-    *out = buf;
-    *outlen = plen + blen;
-    return 0;
-}
-
-/* Adds a form unless it is there already (a value twice keeps the value flag). */
-static void wire_add_form(struct policy_wire *w, const char *bytes, size_t len, unsigned int flags)
-{
-    for (size_t i = 0; i < w->nforms; i++) {
-        if (w->forms[i].len == len && memcmp(w->forms[i].bytes, bytes, len) == 0) {
-            w->forms[i].flags |= flags;
-            return;
-        }
-    }
-    w->forms[w->nforms].bytes = (const unsigned char *)bytes;
-    w->forms[w->nforms].len = len;
-    w->forms[w->nforms++].flags = flags;
-}
-
 /*
- * Wire material of one rule. The header value buffer is value; the encoded form (base64 or
- * percent) is `enc`, kept alive by pointing value into it for query and by the value buffer's
- * tail for basic.
+ * Wire material of one rule: the kind's wire value (policy/cred.h), then the forms - the raw
+ * secret first, then the kind's own. An oauth2 rule at load (slen 0) gets its value only.
  */
 static int wire_build(const struct vault *v, const struct vault_rule *r, const char *secret,
                       size_t slen, struct policy_wire *w, size_t *alloc_len)
 {
-    char *enc = NULL, *val = NULL;
-    size_t enc_len = 0, val_len = 0;
-    int rc = -1;
+    const struct cred_kind *k = cred_kind_of(r->scheme);
+    char *val = NULL;
+    size_t val_len = 0;
 
-    switch (r->scheme) {
-    case POLICY_SCHEME_BEARER:
-        rc = wire_concat("Bearer ", secret, slen, &val, &val_len);
-        break;
-    case POLICY_SCHEME_BASIC:
-        enc = basic_token(r->username, secret, slen, &enc_len);
-        rc = enc == NULL ? -1 : wire_concat("Basic ", enc, enc_len, &val, &val_len);
-        break;
-    case POLICY_SCHEME_HEADER:
-        rc = wire_concat("", secret, slen, &val, &val_len);
-        break;
-    case POLICY_SCHEME_QUERY:
-        enc = policy_pct_encode(secret, slen, &enc_len);
-        rc = enc == NULL ? -1 : wire_concat("", enc, enc_len, &val, &val_len);
-        break;
-    case POLICY_SCHEME_SIGV4:
-        /* no fixed header value: each request is signed (inject_sigv4) */
-        rc = wire_concat("", "", 0, &val, &val_len);
-        break;
-    }
-    secmem_free(&enc, enc_len + 1);
-    if (rc != 0)
+    if (k == NULL || k->wire(r, secret, slen, &val, &val_len) != 0)
         return -1;
     w->value = val;
     w->value_len = val_len;
@@ -506,12 +408,9 @@ static int wire_build(const struct vault *v, const struct vault_rule *r, const c
         return 0; /* an oauth2 rule's wire forms are made per token (inject_token) */
     /* The masker finds every percent-encoding of the raw form itself (the query value is one
      * of them); base64 is a form of its own, as is a sigv4 rule's session token. */
-    wire_add_form(w, secret, slen, INJECT_FORM_VALUE);
-    if (r->scheme == POLICY_SCHEME_BASIC)
-        wire_add_form(w, val + 6, val_len - 6, 0); /* a wire encoding: no base64 of it */
-    else if (r->scheme == POLICY_SCHEME_SIGV4 && r->session_token != SIZE_MAX)
-        wire_add_form(w, v->secrets[r->session_token].value, v->secrets[r->session_token].len,
-                      INJECT_FORM_VALUE);
+    cred_add_form(w, secret, slen, INJECT_FORM_VALUE);
+    if (k->forms != NULL)
+        k->forms(v, r, w);
     return 0;
 }
 
@@ -845,6 +744,7 @@ void policy_rule_info(const struct policy *p, size_t idx, struct policy_rule_inf
     out->region = r->region;
     out->service = r->service;
     out->oauth = -1;
+    out->per_request = cred_kind_of(r->scheme) != NULL && cred_kind_of(r->scheme)->sign != NULL;
     for (size_t i = 0; i < p->noauth; i++) {
         if (p->oauth[i] == r->secret)
             out->oauth = (int)i;
@@ -916,6 +816,7 @@ static void describe_add(char *buf, size_t len, size_t *o, const char *fmt, ...)
 
 void policy_rule_describe(const struct policy *p, size_t idx, char *buf, size_t len)
 {
+    const struct cred_kind *k;
     const struct vault_rule *r;
     char q[300], name[VG_SECRET_NAME_MAX + 1];
     size_t o = 0;
@@ -926,13 +827,17 @@ void policy_rule_describe(const struct policy *p, size_t idx, char *buf, size_t 
     if (idx >= p->v->nrules)
         return;
     r = &p->v->rules[idx];
+    k = cred_kind_of(r->scheme);
     vault_quote(q, sizeof(q), r->pattern);
     describe_add(buf, len, &o, "rules[%zu]: %s -> %s (%s", idx, q,
                  redact_copy(name, sizeof(name), p->v->secrets[r->secret].name),
                  policy_scheme_name(r->scheme));
-    if (r->scheme == POLICY_SCHEME_SIGV4)
-        describe_add(buf, len, &o, " %s %s%s", r->service, r->region,
-                     r->session_token != SIZE_MAX ? " with session token" : "");
+    if (k != NULL && k->describe != NULL) {
+        char more[CRED_DESCRIBE_MAX];
+
+        k->describe(r, more, sizeof(more));
+        describe_add(buf, len, &o, "%s", more);
+    }
     if (p->v->secrets[r->secret].oauth != NULL) {
         const struct vault_oauth *oa = p->v->secrets[r->secret].oauth;
 
@@ -964,20 +869,20 @@ static cJSON *describe_array(char *const *v, size_t n)
 cJSON *policy_rule_json(const struct policy *p, size_t idx)
 {
     char shown[VG_PATTERN_MAX + REDACT_TOKEN_RUN + 1];
+    const struct cred_kind *k;
     const struct vault_rule *r;
     cJSON *o;
 
     if (idx >= p->v->nrules || (o = cJSON_CreateObject()) == NULL)
         return NULL;
     r = &p->v->rules[idx];
+    k = cred_kind_of(r->scheme);
     cJSON_AddStringToObject(o, "host_pattern", redact_copy(shown, sizeof(shown), r->pattern));
     cJSON_AddStringToObject(o, "secret",
                             redact_copy(shown, sizeof(shown), p->v->secrets[r->secret].name));
     cJSON_AddStringToObject(o, "scheme", policy_scheme_name(r->scheme));
-    if (r->scheme == POLICY_SCHEME_SIGV4) {
-        cJSON_AddStringToObject(o, "service", r->service);
-        cJSON_AddStringToObject(o, "region", r->region);
-    }
+    if (k != NULL && k->json != NULL)
+        k->json(r, o);
     if (p->v->secrets[r->secret].oauth != NULL) {
         const struct vault_oauth *oa = p->v->secrets[r->secret].oauth;
 
@@ -1010,19 +915,9 @@ const char *const *policy_notes(const struct policy *p, size_t *n)
 
 const char *policy_scheme_name(enum policy_scheme s)
 {
-    switch (s) {
-    case POLICY_SCHEME_BEARER:
-        return "bearer";
-    case POLICY_SCHEME_BASIC:
-        return "basic";
-    case POLICY_SCHEME_HEADER:
-        return "header";
-    case POLICY_SCHEME_QUERY:
-        return "query";
-    case POLICY_SCHEME_SIGV4:
-        return "sigv4";
-    }
-    return "unknown";
+    const struct cred_kind *k = cred_kind_of(s);
+
+    return k != NULL ? k->name : "unknown";
 }
 
 const char *policy_mode_name(enum policy_mode m)

@@ -33,6 +33,7 @@ enum policy_scheme {
     POLICY_SCHEME_HEADER,
     POLICY_SCHEME_QUERY,
     POLICY_SCHEME_SIGV4,
+    POLICY_SCHEME_COUNT /* not a scheme: how many there are (policy/cred.c has one kind each) */
 };
 
 /*
@@ -63,6 +64,7 @@ struct policy_rule_info {
     const char *region;  /* sigv4 only, else NULL */
     const char *service; /* sigv4 only, else NULL */
     int oauth;           /* its secret is oauth2 source number `oauth`, else -1 */
+    bool per_request;    /* the scheme signs each request (inject_sigv4), after its body */
 };
 
 /*

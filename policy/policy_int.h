@@ -33,8 +33,4 @@ const struct policy_wire *policy_wire(const struct policy *p, int rule);
 int policy_wire_make(const struct policy *p, int rule, const char *secret, size_t len,
                      struct policy_wire *w, size_t *alloc_len);
 
-/* Percent-encodes len bytes (RFC 3986 unreserved kept, others %XX upper case) into a new
- * secmem buffer of *outlen bytes plus NUL. NULL on out of memory. */
-char *policy_pct_encode(const char *s, size_t len, size_t *outlen);
-
 #endif

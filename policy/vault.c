@@ -275,12 +275,6 @@ static int secret_name_ok(const char *s)
     return 1;
 }
 
-int vault_is_tchar(unsigned char ch)
-{
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-           (ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
-}
-
 /* Checks a secret's bytes; the error names the offset, never the bytes. */
 static int check_secret_bytes(struct vctx *c, const char *what, const char *s, size_t len)
 {

@@ -97,9 +97,6 @@ struct vault *vault_load_unread(const char *path, char *err, size_t errlen);
 /* Wipes the secrets, frees everything and NULLs *vp. NULL-safe. */
 void vault_free(struct vault **vp);
 
-/* 1 if name is an RFC 9110 token that vault accepts as an injected header name, else 0. */
-int vault_header_name_ok(const char *name, const char **why);
-
 /*
  * Writes s into dst as a double-quoted, printable string, shortened past 64 characters, with
  * credential-shaped parts masked by the redactor: the one way a vault string is echoed.

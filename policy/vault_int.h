@@ -16,7 +16,7 @@
 #define VAULT_PATH_MAX  384
 #define VAULT_QUOTE_MAX 64
 #define VAULT_QUOTE_BUF (VAULT_QUOTE_MAX * 4 + 16)
-#define VAULT_NAME_MAX  256 /* header / query parameter names, usernames */
+#define VAULT_NAME_MAX  256 /* oauth2 client ids and secret names (cred.h: CRED_NAME_MAX) */
 
 /* The parse in progress: the JSON path of the value being checked, the caller's error buffer. */
 struct vctx {
@@ -66,9 +66,6 @@ int vault_ref_static_secret(struct vctx *c, const char *name, size_t *idx);
 
 /* Host pattern compiled at the current path (rule: the too-broad check too). 0 or -1. */
 int vault_compile_pattern(struct vctx *c, const char *pattern, bool rule, struct hostmatch **out);
-
-/* 1 for RFC 9110 token characters. */
-int vault_is_tchar(unsigned char ch);
 
 /* vault_rule.c: the `rules` array (secrets are parsed already). 0 or -1. */
 int vault_parse_rules(struct vctx *c, const cJSON *rules);

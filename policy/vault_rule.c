@@ -8,7 +8,7 @@
  * of common/caps.h.
  */
 #include "policy/vault_int.h"
-#include "policy/httphead.h"
+#include "policy/cred.h"
 #include "policy/scope.h"
 #include "common/caps.h"
 
@@ -39,188 +39,66 @@ enum {
     RULE_N
 };
 
-/* Which optional rule fields each scheme needs (1), refuses (0); sigv4 needs access_key_id,
- * region and service and may have session_token. */
-static const struct {
-    const char *name;
-    enum policy_scheme scheme;
-    bool name_field;
-    bool username_field;
-    bool sigv4_fields;
-} schemes[] = {
-    {"bearer", POLICY_SCHEME_BEARER, false, false, false},
-    {"basic", POLICY_SCHEME_BASIC, false, true, false},
-    {"header", POLICY_SCHEME_HEADER, true, false, false},
-    {"query", POLICY_SCHEME_QUERY, true, false, false},
-    {"sigv4", POLICY_SCHEME_SIGV4, false, false, true},
-};
-
-/* Headers a vault may not set: hop-by-hop, framing, routing, and what reflection relies on. */
-static const char *const forbidden_headers[] = {
-    "host",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authorization",
-    "proxy-authenticate",
-    "te",
-    "trailer",
-    "upgrade",
-    "expect",
-    "via",
-    "forwarded",
-    "max-forwards",
-    "x-forwarded-for",
-    "x-forwarded-host",
-    "x-forwarded-proto",
-    "x-forwarded-port",
-    "x-real-ip",
-    "proxy-status",
-    "accept-encoding",
-    "content-encoding",
-    "http2-settings",
-};
-
-int vault_header_name_ok(const char *name, const char **why)
+/* A kind that signs with the secret itself needs one with a value, not an oauth2 source. */
+static int kind_secret_ok(struct vctx *c, const struct cred_kind *k, const struct vault_rule *r)
 {
-    size_t n = strlen(name);
-
-    *why = NULL;
-    if (n < 1 || n > VAULT_NAME_MAX) {
-        *why = "must be 1-256 characters";
+    if (!k->static_secret || c->v->secrets[r->secret].oauth == NULL)
         return 0;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!vault_is_tchar((unsigned char)name[i])) {
-            *why = "is not an RFC 9110 token";
-            return 0;
-        }
-    }
-    if (strchr(name, '_') != NULL) {
-        *why = "contains '_' (servers and proxies drop or rewrite such headers)";
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof(forbidden_headers) / sizeof(forbidden_headers[0]); i++) {
-        if (httphead_name_eq(name, strlen(name), forbidden_headers[i],
-                             strlen(forbidden_headers[i]))) {
-            *why = "is a hop-by-hop, framing or routing header";
-            return 0;
-        }
-    }
-    return 1;
+    vault_path_key(c, "secret");
+    return vault_err(c, "%s needs a secret with a value (value, env or file), not an oauth2 source",
+                     k->name);
 }
 
-static int query_name_ok(const char *s)
+/* The fields of the rule's kind (policy/cred.h), in the order of rule_fields: each present
+ * exactly when the kind takes it (required ones always), well-formed, stored where the kind
+ * says. Before the kind's first field: a kind that needs a secret with a value refuses an
+ * oauth2 source. 0 or -1. */
+static int parse_kind_fields(struct vctx *c, const cJSON **f, const struct cred_kind *k,
+                             struct vault_rule *r)
 {
-    size_t n = strlen(s);
-
-    if (n < 1 || n > VAULT_NAME_MAX)
-        return 0;
-    for (; *s != '\0'; s++) {
-        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
-              *s == '-' || *s == '.' || *s == '_' || *s == '~'))
-            return 0;
-    }
-    return 1;
-}
-
-static int username_ok(const char *s)
-{
-    size_t n = strlen(s);
-
-    if (n < 1 || n > VAULT_NAME_MAX)
-        return 0;
-    for (; *s != '\0'; s++) {
-        if (*s < 0x21 || *s > 0x7e || *s == ':')
-            return 0;
-    }
-    return 1;
-}
-
-/* Scheme-specific fields: present exactly when the scheme needs them, and well-formed. */
-static int parse_rule_fields(struct vctx *c, const cJSON **f, size_t k, struct vault_rule *r)
-{
-    const char *why = NULL;
+    bool secret_checked = false;
+    const char *why;
     size_t old;
 
-    for (int i = RULE_NAME; i <= RULE_USERNAME; i++) {
-        bool need = i == RULE_NAME ? schemes[k].name_field : schemes[k].username_field;
+    for (size_t i = 0; i < cred_kind_count(); i++) {
+        const struct cred_kind *any = cred_kind_of((enum policy_scheme)i);
 
-        old = vault_path_key(c, rule_fields[i].key);
-        if (f[i] == NULL && need)
-            return vault_err(c, "required for scheme \"%s\"", schemes[k].name);
-        if (f[i] != NULL && !need)
-            return vault_err(c, "not allowed for scheme \"%s\"", schemes[k].name);
-        if (f[i] == NULL) {
-            vault_path_pop(c, old);
-            continue;
+        for (size_t j = 0; j < any->nfields; j++) {
+            if (any->fields[j].type == CRED_FIELD_SECRET)
+                *(size_t *)((char *)r + any->fields[j].offset) = SIZE_MAX;
         }
-        if (i == RULE_USERNAME && !username_ok(f[i]->valuestring))
-            return vault_err(c, "expected 1-256 visible ASCII characters without ':'");
-        if (i == RULE_NAME && r->scheme == POLICY_SCHEME_HEADER &&
-            !vault_header_name_ok(f[i]->valuestring, &why))
-            return vault_err(c, "header name %s", why);
-        if (i == RULE_NAME && r->scheme == POLICY_SCHEME_QUERY && !query_name_ok(f[i]->valuestring))
-            return vault_err(c, "expected 1-256 characters of [A-Za-z0-9._~-]");
-        if ((*(i == RULE_NAME ? &r->name : &r->username) = strdup(f[i]->valuestring)) == NULL)
-            return vault_err(c, "out of memory");
-        vault_path_pop(c, old);
     }
-    return 0;
-}
+    for (int i = RULE_SCHEME + 1; i < RULE_N; i++) {
+        const struct cred_field *cf = cred_kind_field(k, rule_fields[i].key);
 
-/* A word of a SigV4 credential scope: 1-64 (128 for a key id) of [A-Za-z0-9._-]. */
-static int sigv4_word_ok(const char *s, size_t max)
-{
-    size_t n = strlen(s);
-
-    if (n < 1 || n > max)
-        return 0;
-    for (; *s != '\0'; s++) {
-        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
-              *s == '-' || *s == '.' || *s == '_'))
-            return 0;
-    }
-    return 1;
-}
-
-/* sigv4's fields: access_key_id, region, service required; session_token optional and the
- * name of a static secret. Present only for sigv4. 0 or -1. */
-static int parse_sigv4_fields(struct vctx *c, const cJSON **f, size_t k, struct vault_rule *r)
-{
-    char **dst[] = {&r->access_key_id, &r->region, &r->service};
-    size_t old;
-
-    r->session_token = SIZE_MAX;
-    if (schemes[k].sigv4_fields && c->v->secrets[r->secret].oauth != NULL) {
-        vault_path_key(c, "secret");
-        return vault_err(c, "sigv4 needs a secret with a value (value, env or file), not an "
-                            "oauth2 source");
-    }
-    for (int i = RULE_AKID; i <= RULE_TOKEN; i++) {
-        old = vault_path_key(c, rule_fields[i].key);
-        if (f[i] == NULL && schemes[k].sigv4_fields && i != RULE_TOKEN)
-            return vault_err(c, "required for scheme \"%s\"", schemes[k].name);
-        if (f[i] != NULL && !schemes[k].sigv4_fields)
-            return vault_err(c, "not allowed for scheme \"%s\"", schemes[k].name);
-        if (f[i] == NULL) {
-            vault_path_pop(c, old);
-            continue;
-        }
-        if (i == RULE_TOKEN) {
-            if (vault_ref_static_secret(c, f[i]->valuestring, &r->session_token) != 0)
+        if (i == RULE_METHODS || i == RULE_PATHS)
+            continue; /* the scope: any kind */
+        if (cf != NULL && !secret_checked) {
+            secret_checked = true;
+            if (kind_secret_ok(c, k, r) != 0)
                 return -1;
-        } else if (!sigv4_word_ok(f[i]->valuestring, i == RULE_AKID ? 128 : 64)) {
-            return vault_err(c, "expected 1-%d characters of [A-Za-z0-9._-]",
-                             i == RULE_AKID ? 128 : 64);
-        } else if ((*dst[i - RULE_AKID] = strdup(f[i]->valuestring)) == NULL) {
+        }
+        old = vault_path_key(c, rule_fields[i].key);
+        if (f[i] == NULL && cf != NULL && cf->required)
+            return vault_err(c, "required for scheme \"%s\"", k->name);
+        if (f[i] != NULL && cf == NULL)
+            return vault_err(c, "not allowed for scheme \"%s\"", k->name);
+        if (f[i] == NULL) {
+            vault_path_pop(c, old);
+            continue;
+        }
+        if (cf->type == CRED_FIELD_SECRET) {
+            if (vault_ref_static_secret(c, f[i]->valuestring, (size_t *)((char *)r + cf->offset)) !=
+                0)
+                return -1;
+        } else if (cf->check != NULL && (why = cf->check(f[i]->valuestring)) != NULL) {
+            return vault_err(c, "%s", why);
+        } else if ((*(char **)((char *)r + cf->offset) = strdup(f[i]->valuestring)) == NULL) {
             return vault_err(c, "out of memory");
         }
         vault_path_pop(c, old);
     }
-    return 0;
+    return secret_checked ? 0 : kind_secret_ok(c, k, r);
 }
 
 /* ---- scope ---- */
@@ -349,8 +227,9 @@ static int parse_scope(struct vctx *c, const cJSON **f, struct vault_rule *r)
 
 static int parse_rule(struct vctx *c, const cJSON *obj, struct vault_rule *r)
 {
+    const struct cred_kind *k;
     const cJSON *f[RULE_N];
-    size_t k, old;
+    size_t old;
 
     if (vault_walk_object(c, obj, rule_fields, RULE_N, f) != 0)
         return -1;
@@ -370,15 +249,14 @@ static int parse_rule(struct vctx *c, const cJSON *obj, struct vault_rule *r)
     c->v->secrets[r->secret].used = true;
     vault_path_pop(c, old);
     old = vault_path_key(c, "scheme");
-    for (k = 0; k < sizeof(schemes) / sizeof(schemes[0]); k++) {
-        if (strcmp(schemes[k].name, f[RULE_SCHEME]->valuestring) == 0)
-            break;
+    if ((k = cred_kind_find(f[RULE_SCHEME]->valuestring, &r->scheme)) == NULL) {
+        char names[128];
+
+        cred_kind_list(names, sizeof(names));
+        return vault_err(c, "expected one of %s", names);
     }
-    if (k == sizeof(schemes) / sizeof(schemes[0]))
-        return vault_err(c, "expected one of bearer, basic, header, query, sigv4");
-    r->scheme = schemes[k].scheme;
     vault_path_pop(c, old);
-    if (parse_rule_fields(c, f, k, r) != 0 || parse_sigv4_fields(c, f, k, r) != 0)
+    if (parse_kind_fields(c, f, k, r) != 0)
         return -1;
     return parse_scope(c, f, r);
 }

@@ -493,7 +493,7 @@ int exch_cred_apply(struct exchange *x, struct http_head *h)
     struct policy_rule_info ri;
 
     policy_rule_info(x->policy, (size_t)x->rule, &ri);
-    if (ri.scheme == POLICY_SCHEME_SIGV4)
+    if (ri.per_request)
         return sigv4_apply(x, h);
     if (ri.oauth >= 0)
         return oauth_apply(x, h, ri.oauth, ri.secret_name);

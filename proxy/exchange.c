@@ -22,11 +22,11 @@
 #include "policy/inject.h"
 #include "policy/policy.h"
 #include "proxy/h2up.h"
-#include "proxy/http1.h"
+#include "http/http1.h"
 #include "proxy/listen.h"
-#include "proxy/mask.h"
+#include "mask/mask.h"
 #include "proxy/reason.h"
-#include "proxy/wsmask.h"
+#include "mask/wsmask.h"
 #include "proxy/worker.h"
 
 #include <stdio.h>

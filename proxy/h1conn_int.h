@@ -12,7 +12,7 @@
 #include "proxy/bevio.h"
 #include "proxy/exchange.h"
 #include "proxy/h1conn.h"
-#include "proxy/http1.h"
+#include "http/http1.h"
 #include "proxy/worker.h"
 
 /* Timeouts of SPEC §4 the transport keeps, in seconds: the operator's (--timeout) by name, and

@@ -22,7 +22,7 @@
 #include "common/caps.h"
 #include "proxy/bevio.h"
 #include "proxy/exchange.h"
-#include "proxy/h2msg.h"
+#include "http/h2msg.h"
 #include "proxy/listen.h"
 #include "proxy/metrics.h"
 #include "proxy/reason.h"

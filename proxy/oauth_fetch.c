@@ -14,7 +14,7 @@
 #include "proxy/oauth_int.h"
 #include "common/secmem.h"
 #include "proxy/bevio.h"
-#include "proxy/http1.h"
+#include "http/http1.h"
 #include "proxy/metrics.h"
 #include "proxy/upstream.h"
 

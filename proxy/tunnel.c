@@ -14,7 +14,7 @@
 #include "proxy/bevio.h"
 #include "proxy/listen.h"
 #include "proxy/worker.h"
-#include "proxy/wsmask.h"
+#include "mask/wsmask.h"
 
 #include <stdio.h>
 #include <sys/socket.h>

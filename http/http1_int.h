@@ -1,5 +1,5 @@
 /*
- * http1_int.h - private to proxy/http1.c (parser) and proxy/http1_write.c (serialisers): the
+ * http1_int.h - private to http/http1.c (parser) and http/http1_write.c (serialisers): the
  * byte classes and the few helpers both sides check bytes with, so that what the writer accepts
  * is decided by the same table as what the parser accepts. No other module includes this.
  */
@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <strings.h>
 
-#include "proxy/http1.h"
+#include "http/http1.h"
 
 /* Byte classes, one table lookup per byte on the hot paths. */
 #define C_TCHAR 1 /* RFC 9110 tchar */

@@ -23,8 +23,8 @@
  *
  * docs/internals/mask.md explains the main reading, the threads and the bounds.
  */
-#include "proxy/mask_spell.h"
-#include "proxy/mask_spell_int.h"
+#include "mask/mask_spell.h"
+#include "mask/mask_spell_int.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

@@ -12,8 +12,8 @@
  * Memory: the parser struct plus, only while a head arrives split over several reads, a head
  * buffer (at most VG_HEAD_MAX_BYTES) that http1_parser_reset frees. No logging here.
  */
-#include "proxy/http1.h"
-#include "proxy/http1_int.h"
+#include "http/http1.h"
+#include "http/http1_int.h"
 
 #include "common/caps.h"
 #include "common/hostname.h"

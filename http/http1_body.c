@@ -5,8 +5,8 @@
  * head caps, then handed to on_trailers or dropped). Body bytes go to on_body as they arrive;
  * nothing is buffered but a trailer section for on_trailers.
  */
-#include "proxy/http1.h"
-#include "proxy/http1_int.h"
+#include "http/http1.h"
+#include "http/http1_int.h"
 
 #include "common/caps.h"
 

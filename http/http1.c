@@ -58,16 +58,6 @@ const uint8_t http1_cls[256] = {
     4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,
 };
 
-int http1_hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 int http1_fail(struct http1_parser *p, int status, const char *reason)
 {
     if (p->kind == HTTP1_RESPONSE)

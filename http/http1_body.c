@@ -9,6 +9,7 @@
 #include "http/http1_int.h"
 
 #include "common/caps.h"
+#include "common/pct.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -235,7 +236,7 @@ static int chunk_line_step(struct http1_parser *p, unsigned char c)
 
     switch (p->state) {
     case ST_CHUNK_SIZE:
-        v = http1_hexval(c);
+        v = pct_hexval(c);
         if (v >= 0) {
             if (++p->ndigits > MAX_CHUNK_DIGITS)
                 return http1_fail(p, 400, "chunk size too long");

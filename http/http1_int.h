@@ -100,7 +100,6 @@ struct http1_parser {
 /* http1.c */
 int http1_fail(struct http1_parser *p, int status, const char *reason);
 int http1_cb_result(struct http1_parser *p, int rc);
-int http1_hexval(unsigned char c);
 
 /* http1_body.c: the body states (ST_DONE_PENDING up to ST_TRAILER_END_LF) */
 int http1_finish_message(struct http1_parser *p);

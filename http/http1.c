@@ -58,28 +58,6 @@ const uint8_t http1_cls[256] = {
     4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,
 };
 
-int http1_fail(struct http1_parser *p, int status, const char *reason)
-{
-    if (p->kind == HTTP1_RESPONSE)
-        status = 502;
-    p->err_status = status;
-    p->err_reason = reason;
-    p->state = ST_ERROR;
-    return STEP_ERR;
-}
-
-/* Callback results: 0 go on, 1 (any positive) pause, negative abort. */
-int http1_cb_result(struct http1_parser *p, int rc)
-{
-    if (rc < 0) {
-        p->err_status = 500;
-        p->err_reason = "aborted by the caller";
-        p->state = ST_ERROR;
-        return STEP_ERR;
-    }
-    return rc > 0 ? STEP_PAUSE : STEP_CONT;
-}
-
 /* ---- head: scanning lines as they arrive ---- */
 
 /*

@@ -97,11 +97,10 @@ struct http1_parser {
     const char *err_reason;
 };
 
-/* http1.c */
+/* http1_body.c: the parser's error and callback-result helpers (used by http1.c too) and the
+ * body states (ST_DONE_PENDING up to ST_TRAILER_END_LF) */
 int http1_fail(struct http1_parser *p, int status, const char *reason);
 int http1_cb_result(struct http1_parser *p, int rc);
-
-/* http1_body.c: the body states (ST_DONE_PENDING up to ST_TRAILER_END_LF) */
 int http1_finish_message(struct http1_parser *p);
 int http1_feed_length(struct http1_parser *p, const char *data, size_t len, size_t *pos);
 int http1_feed_eof_body(struct http1_parser *p, const char *data, size_t len, size_t *pos);

@@ -117,7 +117,7 @@
 /* One fetch may take the connect and TLS timeouts and this many seconds more for its answer. */
 #define VG_OAUTH_FETCH_EXTRA 10
 
-/* Reflection masking (SPEC §4, proxy/mask.c). The forms of a secret are the secret itself,
+/* Reflection masking (SPEC §4, mask/mask.c). The forms of a secret are the secret itself,
  * base64 of user:secret (user <= 256: at most 11 268 bytes) and the secret's base64 forms (at
  * most 10 923); a form may be up to three times the longest secret. The masker finds every spelling
  * of a form itself, up to six bytes per byte of it. Decoded gzip/deflate output per response is

@@ -21,7 +21,7 @@
 #include <event2/buffer.h>
 
 #include "common/caps.h"
-#include "proxy/http1.h"
+#include "http/http1.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

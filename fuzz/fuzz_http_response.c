@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "common/caps.h"
-#include "proxy/http1.h"
+#include "http/http1.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /*
- * fuzz_mask.c - reflection masking (proxy/mask.c) against a slow, plain reference.
+ * fuzz_mask.c - reflection masking (mask/mask.c) against a slow, plain reference.
  *
  * Input: byte 0 = mode (bits 0-1: the secret's alphabet - visible ASCII and space, escape
  * characters only, any byte, or "ab"; bit 2: the data is a gzip (bit 3 clear) or deflate (bit
@@ -42,7 +42,7 @@
 #include <openssl/evp.h>
 
 #include "policy/inject.h"
-#include "proxy/mask.h"
+#include "mask/mask.h"
 
 #define FUZZ_DECODE_CAP  (1 << 20)
 #define FUZZ_SECRET_MAX  40

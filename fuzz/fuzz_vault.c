@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/hostname.h"
+#include "common/pct.h"
 #include "policy/inject.h"
 #include "policy/policy.h"
 #include "policy/policy_int.h"
@@ -97,7 +98,7 @@ static int reference_request(const struct vault *v, const char *host, const char
         reference_report(v, d);
         return 0;
     }
-    plen = scope_decode(target, rawlen, dec);
+    plen = pct_decode(dec, target, rawlen, 0);
     for (size_t i = 0; i < v->nrules; i++) {
         const struct vault_rule *r = &v->rules[i];
         bool m = r->nmethods == 0, pa = r->npaths == 0;

@@ -1,5 +1,5 @@
 /*
- * fuzz_wsmask.c - the WebSocket message masker (proxy/wsmask.c) on server frames built from the
+ * fuzz_wsmask.c - the WebSocket message masker (mask/wsmask.c) on server frames built from the
  * input, fed whole and in pseudo-random pieces.
  *
  * Input: byte 0 = secret length - 1 (mod 32), then the secret (each byte mapped to visible
@@ -21,7 +21,7 @@
 
 #include <event2/buffer.h>
 
-#include "proxy/wsmask.h"
+#include "mask/wsmask.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

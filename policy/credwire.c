@@ -9,7 +9,7 @@
  * is replaced by `key=` as well. Temporary copies of the secret are wiped.
  */
 #include "policy/credwire.h"
-#include "policy/scope.h"
+#include "common/pct.h"
 #include "common/secmem.h"
 
 #include <stdint.h>
@@ -48,26 +48,12 @@ void cred_add_form(struct policy_wire *w, const char *bytes, size_t len, unsigne
 
 char *cred_pct_encode(const char *s, size_t len, size_t *outlen)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    char *out = malloc(len * 3 + 1);
-    size_t o = 0;
+    char *out = malloc(PCT_ENCODED_MAX(len) + 1);
 
     if (out == NULL)
         return NULL;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-
-        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '.' || c == '_' || c == '~') {
-            out[o++] = (char)c;
-        } else {
-            out[o++] = '%';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
-        }
-    }
-    out[o] = '\0';
-    *outlen = o;
+    *outlen = pct_encode(out, s, len, 0);
+    out[*outlen] = '\0';
     return out;
 }
 
@@ -100,15 +86,10 @@ static int key_is(const char *seg, size_t len, const char *name)
     size_t i = 0, k = 0, nlen = strlen(name);
 
     while (i < len && seg[i] != '=') {
-        char c = seg[i];
+        int v = pct_escape(seg + i, len - i);
+        char c = v >= 0 ? (char)v : seg[i];
 
-        if (c == '%' && i + 2 < len && scope_hexval(seg[i + 1]) >= 0 &&
-            scope_hexval(seg[i + 2]) >= 0) {
-            c = (char)(scope_hexval(seg[i + 1]) * 16 + scope_hexval(seg[i + 2]));
-            i += 3;
-        } else {
-            i++;
-        }
+        i += v >= 0 ? 3 : 1;
         if (k >= nlen || name[k] != c)
             return 0;
         k++;

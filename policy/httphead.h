@@ -1,7 +1,7 @@
 /*
  * httphead.h - the model of one HTTP/1.x request head that vaultgate rebuilds and forwards.
  *
- * The proxy fills it from validated fields (proxy/http1.c), policy rewrites it (inject.c), and
+ * The proxy fills it from validated fields (http/http1.c), policy rewrites it (inject.c), and
  * the proxy serialises it. Every string is owned by the head; all of them live in one arena that
  * is freed (and wiped, since an injected secret may be in it) by httphead_reset/httphead_free.
  * Pure data: no I/O, no libevent.

@@ -20,7 +20,7 @@
 
 /* inject_form.flags: the form is a secret's value (the raw secret, a session token, a
  * signature), not an encoding of one made for the wire (basic's base64 of user:secret). The
- * masker also looks for a value's base64 spellings (proxy/mask.h). */
+ * masker also looks for a value's base64 spellings (mask/mask.h). */
 #define INJECT_FORM_VALUE 1u
 
 struct inject_form {
@@ -49,7 +49,7 @@ int inject_sigv4(struct http_head *h, const struct policy *p, int rule, const ch
 
 /*
  * Fills forms[] with the distinct byte strings reflection masking looks for, each in every
- * spelling (proxy/mask.h): the raw secret, whose spellings include the percent-encoded query
+ * spelling (mask/mask.h): the raw secret, whose spellings include the percent-encoded query
  * value; for basic the base64 of user:secret; for sigv4 the secret key and the session token,
  * to which the exchange adds each request's signature. Every form but basic's base64 is marked
  * INJECT_FORM_VALUE. Returns how many (1..INJECT_MAX_FORMS).

@@ -14,6 +14,7 @@
 #include "policy/policy_int.h"
 #include "policy/scope.h"
 #include "common/caps.h"
+#include "common/pct.h"
 #include "common/redact.h"
 #include "common/secmem.h"
 
@@ -367,7 +368,7 @@ int policy_decide_request(const struct policy *p, const char *host, const char *
             *why = "out of memory";
             return 500;
         }
-        plen = scope_decode(target, rawlen, dec);
+        plen = pct_decode(dec, target, rawlen, 0);
     }
     /* a method override would have the upstream act on a method no scope admitted */
     r = method_override && any_method_scope(p, host, first)

@@ -12,18 +12,9 @@
  */
 #include "policy/scope.h"
 
-#include <string.h>
+#include "common/pct.h"
 
-int scope_hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
+#include <string.h>
 
 int scope_method_ok(const char *m, const char **why)
 {
@@ -76,6 +67,7 @@ static int dot_segment(const char *seg, size_t n)
 int scope_path_canonical(const char *path, size_t len, const char **why)
 {
     size_t seg = 0;
+    int v;
 
     *why = NULL;
     for (size_t i = 0; i <= len; i++) {
@@ -93,41 +85,22 @@ int scope_path_canonical(const char *path, size_t len, const char **why)
         }
         if (path[i] != '%')
             continue;
-        if (i + 2 >= len || scope_hexval(path[i + 1]) < 0 || scope_hexval(path[i + 2]) < 0) {
+        v = pct_escape(path + i, len - i);
+        if (v < 0) {
             *why = "malformed percent-escape in the path";
             return 0;
         }
-        {
-            int v = scope_hexval(path[i + 1]) * 16 + scope_hexval(path[i + 2]);
-
-            if (v == '.' || v == '/' || v == '\\') {
-                *why = "encoded dot, slash or backslash in the path";
-                return 0;
-            }
-            if (v == 0) {
-                *why = "encoded NUL in the path";
-                return 0;
-            }
+        if (v == '.' || v == '/' || v == '\\') {
+            *why = "encoded dot, slash or backslash in the path";
+            return 0;
+        }
+        if (v == 0) {
+            *why = "encoded NUL in the path";
+            return 0;
         }
         i += 2;
     }
     return 1;
-}
-
-size_t scope_decode(const char *path, size_t len, char *out)
-{
-    size_t o = 0;
-
-    for (size_t i = 0; i < len; i++) {
-        if (path[i] == '%' && i + 2 < len && scope_hexval(path[i + 1]) >= 0 &&
-            scope_hexval(path[i + 2]) >= 0) {
-            out[o++] = (char)(scope_hexval(path[i + 1]) * 16 + scope_hexval(path[i + 2]));
-            i += 2;
-        } else {
-            out[o++] = path[i];
-        }
-    }
-    return o;
 }
 
 int scope_prefix_admits(const char *prefix, size_t plen, const char *path, size_t len)

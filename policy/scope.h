@@ -17,9 +17,6 @@
  * SCOPE_METHOD_MAX bytes, not CONNECT or TRACE); else 0 with a reason in *why. */
 int scope_method_ok(const char *m, const char **why);
 
-/* The value of a hex digit, or -1. */
-int scope_hexval(char c);
-
 /* How many bytes of a request target are its path (everything before '?' or '#'). */
 size_t scope_path_len(const char *target, size_t len);
 
@@ -30,9 +27,7 @@ size_t scope_path_len(const char *target, size_t len);
  */
 int scope_path_canonical(const char *path, size_t len, const char **why);
 
-/* Percent-decodes len bytes of a canonical path into out (room for len bytes); returns the
- * decoded length. */
-size_t scope_decode(const char *path, size_t len, char *out);
+/* A canonical path is decoded for matching with pct_decode(out, path, len, 0) (common/pct.h). */
 
 /* 1 when the decoded path equals the decoded prefix or continues it at a segment boundary
  * ("/repos/acme" admits "/repos/acme" and "/repos/acme/x", not "/repos/acme-evil"). */

@@ -11,7 +11,9 @@
  */
 #include "policy/sigv4.h"
 #include "policy/scope.h"
+#include "common/pct.h"
 #include "common/secmem.h"
+#include "common/wbuf.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -22,118 +24,15 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-/* ---- a growable buffer that wipes what it drops ---- */
-
-struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool fail;
-};
-
-static void sb_reserve(struct sbuf *b, size_t more)
-{
-    size_t cap = b->cap > 0 ? b->cap : 256;
-    char *n;
-
-    if (b->fail || b->len + more + 1 <= b->cap)
-        return;
-    while (cap < b->len + more + 1) {
-        if (cap > SIZE_MAX / 4) {
-            b->fail = true;
-            return;
-        }
-        cap *= 2;
-    }
-    if ((n = malloc(cap)) == NULL) {
-        b->fail = true;
-        return;
-    }
-    if (b->p != NULL) {
-        memcpy(n, b->p, b->len);
-        OPENSSL_cleanse(b->p, b->cap);
-        free(b->p);
-    }
-    b->p = n;
-    b->cap = cap;
-}
-
-static void sb_add(struct sbuf *b, const void *s, size_t n)
-{
-    sb_reserve(b, n);
-    if (b->fail)
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_str(struct sbuf *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
-
-static void sb_char(struct sbuf *b, char c)
-{
-    sb_add(b, &c, 1);
-}
-
-static void sb_free(struct sbuf *b)
-{
-    if (b->p != NULL) {
-        OPENSSL_cleanse(b->p, b->cap);
-        free(b->p);
-    }
-    memset(b, 0, sizeof(*b));
-}
-
-/* ---- percent-encoding as SigV4 wants it ---- */
-
-static bool unreserved(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-           c == '.' || c == '_' || c == '~';
-}
-
-/* Appends s encoded: unreserved bytes as they are, every other byte %XX (upper-case hex). */
-static void sb_enc(struct sbuf *b, const char *s, size_t n)
-{
-    static const char hex[] = "0123456789ABCDEF";
-
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-
-        if (unreserved(c))
-            sb_char(b, (char)c);
-        else
-            sb_add(b, e, 3);
-    }
-}
-
-/* Appends s decoded once: %XX becomes its byte (a malformed escape stays as it is), and for a
- * query '+' becomes a space. */
-static void sb_dec(struct sbuf *b, const char *s, size_t n, bool plus_space)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '%' && i + 2 < n && scope_hexval(s[i + 1]) >= 0 &&
-            scope_hexval(s[i + 2]) >= 0) {
-            sb_char(b, (char)(scope_hexval(s[i + 1]) * 16 + scope_hexval(s[i + 2])));
-            i += 2;
-        } else {
-            sb_char(b, plus_space && s[i] == '+' ? ' ' : s[i]);
-        }
-    }
-}
-
 /* Appends encode(decode(s)): a query parameter's name or value. */
-static void sb_reenc(struct sbuf *b, const char *s, size_t n, bool plus_space)
+static void wb_reenc(struct wbuf *b, const char *s, size_t n, bool plus_space)
 {
-    struct sbuf d = {0};
+    struct wbuf d = {0};
 
-    sb_dec(&d, s, n, plus_space);
-    sb_enc(b, d.p != NULL ? d.p : "", d.len);
+    wbuf_pct_decode(&d, s, n, plus_space ? PCT_PLUS_SPACE : 0);
+    wbuf_pct_encode(b, d.p != NULL ? d.p : "", d.len, 0);
     b->fail = b->fail || d.fail;
-    sb_free(&d);
+    wbuf_free(&d);
 }
 
 /* ---- canonical URI ---- */
@@ -145,16 +44,16 @@ struct seg {
 /* s3: the path exactly as forwarded. It is already encoded once (S3 encodes a key once), and
  * S3 computes its canonical URI from the bytes it receives, neither decoding nor normalising
  * them (botocore's S3SigV4Auth signs urlsplit(url).path unchanged). */
-static void canon_uri_s3(struct sbuf *b, const char *p, size_t n)
+static void canon_uri_s3(struct wbuf *b, const char *p, size_t n)
 {
-    sb_add(b, p, n);
+    wbuf_add(b, p, n);
 }
 
 /* Other services: dot and empty segments resolved (RFC 3986 §5.2.4, as botocore does), then
  * each segment of the forwarded path encoded once more, '%' included: the path on the wire is
  * the first encoding, this is the second. A raw ':' becomes %3A, an %3A becomes %253A, as the
  * service computes it from what it receives; nothing is decoded first. */
-static void canon_uri_other(struct sbuf *b, const char *p, size_t n)
+static void canon_uri_other(struct wbuf *b, const char *p, size_t n)
 {
     struct seg *segs = calloc(n / 2 + 2, sizeof(*segs));
     size_t ns = 0, start = 0;
@@ -177,21 +76,21 @@ static void canon_uri_other(struct sbuf *b, const char *p, size_t n)
         }
         start = i + 1;
     }
-    sb_char(b, '/');
+    wbuf_char(b, '/');
     for (size_t i = 0; i < ns; i++) {
         if (i > 0)
-            sb_char(b, '/');
-        sb_enc(b, p + segs[i].off, segs[i].len);
+            wbuf_char(b, '/');
+        wbuf_pct_encode(b, p + segs[i].off, segs[i].len, 0);
     }
     if (ns > 0 && p[n - 1] == '/')
-        sb_char(b, '/');
+        wbuf_char(b, '/');
     free(segs);
 }
 
-static void canon_uri(struct sbuf *b, const char *path, size_t n, bool s3)
+static void canon_uri(struct wbuf *b, const char *path, size_t n, bool s3)
 {
     if (n == 0)
-        sb_char(b, '/');
+        wbuf_char(b, '/');
     else if (s3)
         canon_uri_s3(b, path, n);
     else
@@ -213,7 +112,7 @@ static int qparam_cmp(const void *a, const void *b)
     return c != 0 ? c : strcmp(x->s + x->nlen + 1, y->s + y->nlen + 1);
 }
 
-static void canon_query(struct sbuf *b, const char *q, size_t n)
+static void canon_query(struct wbuf *b, const char *q, size_t n)
 {
     struct qparam *ps = calloc(n / 2 + 2, sizeof(*ps));
     size_t np = 0, start = 0;
@@ -225,7 +124,7 @@ static void canon_query(struct sbuf *b, const char *q, size_t n)
     for (size_t i = 0; i <= n && !b->fail; i++) {
         const char *seg = q + start, *eq;
         size_t len = i - start;
-        struct sbuf one = {0};
+        struct wbuf one = {0};
 
         if (i < n && q[i] != '&')
             continue;
@@ -233,16 +132,16 @@ static void canon_query(struct sbuf *b, const char *q, size_t n)
         if (len == 0)
             continue; /* "a=1&&b=2": an empty parameter names nothing */
         eq = memchr(seg, '=', len);
-        sb_reenc(&one, seg, eq != NULL ? (size_t)(eq - seg) : len, true);
+        wb_reenc(&one, seg, eq != NULL ? (size_t)(eq - seg) : len, true);
         ps[np].nlen = one.len;
-        sb_char(&one, '\0');
+        wbuf_char(&one, '\0');
         if (eq != NULL)
-            sb_reenc(&one, eq + 1, len - (size_t)(eq - seg) - 1, true);
+            wb_reenc(&one, eq + 1, len - (size_t)(eq - seg) - 1, true);
         ps[np].vlen = one.len - ps[np].nlen - 1;
         ps[np].s = one.p;
         b->fail = b->fail || one.fail || one.p == NULL;
         if (one.p == NULL || one.fail) {
-            sb_free(&one);
+            wbuf_free(&one);
             break;
         }
         np++;
@@ -250,10 +149,10 @@ static void canon_query(struct sbuf *b, const char *q, size_t n)
     qsort(ps, np, sizeof(*ps), qparam_cmp);
     for (size_t i = 0; i < np; i++) {
         if (i > 0)
-            sb_char(b, '&');
-        sb_add(b, ps[i].s, ps[i].nlen);
-        sb_char(b, '=');
-        sb_add(b, ps[i].s + ps[i].nlen + 1, ps[i].vlen);
+            wbuf_char(b, '&');
+        wbuf_add(b, ps[i].s, ps[i].nlen);
+        wbuf_char(b, '=');
+        wbuf_add(b, ps[i].s + ps[i].nlen + 1, ps[i].vlen);
     }
     for (size_t i = 0; i < np; i++)
         secmem_free(&ps[i].s, ps[i].nlen + ps[i].vlen + 2);
@@ -274,7 +173,7 @@ static int name_cmp(const void *a, const void *b)
 }
 
 /* Appends a header value trimmed, inner runs of spaces and tabs as one space. */
-static void sb_value(struct sbuf *b, const char *v, size_t n)
+static void wb_value(struct wbuf *b, const char *v, size_t n)
 {
     bool pending = false, any = false;
 
@@ -284,10 +183,10 @@ static void sb_value(struct sbuf *b, const char *v, size_t n)
             continue;
         }
         if (pending)
-            sb_char(b, ' ');
+            wbuf_char(b, ' ');
         pending = false;
         any = true;
-        sb_char(b, v[i]);
+        wbuf_char(b, v[i]);
     }
 }
 
@@ -318,7 +217,7 @@ static int signed_names(const struct http_head *h, char **names, size_t *nn)
     return 0;
 }
 
-static int canon_headers(struct sbuf *b, const struct http_head *h, char *signed_headers)
+static int canon_headers(struct wbuf *b, const struct http_head *h, char *signed_headers)
 {
     char *names[SIGV4_MAX_SIGNED_HDRS];
     size_t nn = 0, o = 0;
@@ -337,19 +236,19 @@ static int canon_headers(struct sbuf *b, const struct http_head *h, char *signed
             goto out;
         o += (size_t)snprintf(signed_headers + o, SIGV4_SIGNED_HEADERS - o, "%s%s",
                               k > 0 ? ";" : "", names[k]);
-        sb_add(b, names[k], nl);
-        sb_char(b, ':');
+        wbuf_add(b, names[k], nl);
+        wbuf_char(b, ':');
         for (size_t i = 0; i < h->nfields; i++) {
             const struct http_field *f = &h->fields[i];
 
             if (!httphead_name_eq(f->name, f->name_len, names[k], nl))
                 continue;
             if (!first)
-                sb_char(b, ',');
+                wbuf_char(b, ',');
             first = false;
-            sb_value(b, f->value, f->value_len);
+            wb_value(b, f->value, f->value_len);
         }
-        sb_char(b, '\n');
+        wbuf_char(b, '\n');
     }
     rc = host ? 0 : -1;
 out:
@@ -361,7 +260,7 @@ out:
 int sigv4_canonical_request(const struct http_head *h, bool s3, const char *payload_hash,
                             char **out, size_t *outlen, char *signed_headers)
 {
-    struct sbuf b = {0};
+    struct wbuf b = {0};
     const char *t = h->target != NULL ? h->target : "";
     size_t tlen = h->target_len, plen = scope_path_len(t, tlen), qend = plen;
 
@@ -370,27 +269,27 @@ int sigv4_canonical_request(const struct http_head *h, bool s3, const char *payl
         return -1;
     while (qend < tlen && t[qend] != '#')
         qend++;
-    sb_str(&b, h->method);
-    sb_char(&b, '\n');
+    wbuf_str(&b, h->method);
+    wbuf_char(&b, '\n');
     canon_uri(&b, t, plen, s3);
-    sb_char(&b, '\n');
+    wbuf_char(&b, '\n');
     if (plen < tlen && t[plen] == '?')
         canon_query(&b, t + plen + 1, qend - plen - 1);
-    sb_char(&b, '\n');
+    wbuf_char(&b, '\n');
     if (canon_headers(&b, h, signed_headers) < 0)
         b.fail = true;
-    sb_char(&b, '\n');
-    sb_str(&b, signed_headers);
-    sb_char(&b, '\n');
-    sb_str(&b, payload_hash);
+    wbuf_char(&b, '\n');
+    wbuf_str(&b, signed_headers);
+    wbuf_char(&b, '\n');
+    wbuf_str(&b, payload_hash);
     if (b.fail || b.p == NULL) {
-        sb_free(&b);
+        wbuf_free(&b);
         return -1;
     }
     /* hand over a buffer exactly len + 1 long, so the caller can wipe it by its length */
     *out = secmem_dup(b.p, b.len);
     *outlen = b.len;
-    sb_free(&b);
+    wbuf_free(&b);
     return *out != NULL ? 0 : -1;
 }
 
@@ -409,15 +308,15 @@ static bool query_has(const struct http_head *h, const char *want)
         return false;
     start = plen + 1;
     for (size_t i = start; i <= qend && !hit; i++) {
-        struct sbuf d = {0};
+        struct wbuf d = {0};
         size_t nlen;
 
         if (i < qend && t[i] != '&')
             continue;
         nlen = strcspn(t + start, "=&#");
-        sb_dec(&d, t + start, nlen < i - start ? nlen : i - start, true);
+        wbuf_pct_decode(&d, t + start, nlen < i - start ? nlen : i - start, PCT_PLUS_SPACE);
         hit = d.p != NULL && d.len == wlen && strncasecmp(d.p, want, d.len) == 0;
-        sb_free(&d);
+        wbuf_free(&d);
         start = i + 1;
     }
     return hit;

@@ -11,6 +11,7 @@
 #include "policy/cred.h"
 #include "policy/scope.h"
 #include "common/caps.h"
+#include "common/pct.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -191,7 +192,7 @@ static int parse_paths(struct vctx *c, const cJSON *arr, struct vault_rule *r)
         n = strlen(r->paths[i]);
         if ((r->paths_dec[i] = malloc(n + 1)) == NULL)
             return vault_err(c, "out of memory");
-        r->paths_len[i] = scope_decode(r->paths[i], n, r->paths_dec[i]);
+        r->paths_len[i] = pct_decode(r->paths_dec[i], r->paths[i], n, 0);
         r->paths_dec[i][r->paths_len[i]] = '\0';
         for (size_t j = 0; j < i; j++) {
             if (r->paths_len[j] == r->paths_len[i] &&

@@ -15,7 +15,7 @@
 #include "proxy/admin_int.h"
 #include "audit/log.h"
 #include "common/caps.h"
-#include "proxy/http1.h"
+#include "http/http1.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -17,7 +17,7 @@
 #include "audit/audit.h"
 #include "audit/log.h"
 #include "policy/httphead.h"
-#include "proxy/http1.h"
+#include "http/http1.h"
 #include "proxy/metrics.h"
 
 #include <stdio.h>

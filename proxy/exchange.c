@@ -22,11 +22,11 @@
 #include "policy/inject.h"
 #include "policy/policy.h"
 #include "proxy/h2up.h"
-#include "proxy/http1.h"
+#include "http/http1.h"
 #include "proxy/listen.h"
-#include "proxy/mask.h"
+#include "mask/mask.h"
 #include "proxy/reason.h"
-#include "proxy/wsmask.h"
+#include "mask/wsmask.h"
 #include "proxy/worker.h"
 
 #include <stdio.h>
@@ -114,14 +114,14 @@ void exch_log_request(struct exchange *x, const char *route, const char *reason)
 
 void exch_enter(struct exchange *x)
 {
-    x->depth++;
+    defer_enter(&x->defer);
 }
 
 static void exch_destroy(struct exchange *x);
 
 void exch_leave(struct exchange *x)
 {
-    if (--x->depth == 0 && x->freed)
+    if (defer_leave(&x->defer))
         exch_destroy(x);
 }
 
@@ -165,7 +165,7 @@ void exch_record_refusal(struct exchange *x)
 /* Reports how the exchange ended: its last word to the transport. */
 void exch_finish(struct exchange *x, enum exch_end how)
 {
-    if (x->state == EXCH_S_ENDED || x->freed)
+    if (x->state == EXCH_S_ENDED || defer_freed(&x->defer))
         return;
     x->state = EXCH_S_ENDED;
     if (x->timer != NULL)
@@ -207,7 +207,7 @@ void exch_drop_upstream(struct exchange *x, bool abort)
 void exch_fail(struct exchange *x, int status, const char *type, const char *details,
                const char *reason)
 {
-    if (x->state == EXCH_S_ENDED || x->freed)
+    if (x->state == EXCH_S_ENDED || defer_freed(&x->defer))
         return;
     exch_drop_upstream(x, true);
     if (x->resp_started) {
@@ -854,8 +854,7 @@ void exchange_free(struct exchange **xp)
     x->cc = NULL;
     x->ops = NULL;
     x->t = NULL;
-    x->freed = true;
-    if (x->depth == 0)
+    if (defer_free(&x->defer))
         exch_destroy(x);
 }
 

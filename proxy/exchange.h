@@ -27,7 +27,7 @@
 #include <event2/bufferevent.h>
 
 #include "common/hostname.h"
-#include "proxy/http1.h"
+#include "http/http1.h"
 
 struct worker;
 struct listen_addr;

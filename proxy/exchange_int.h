@@ -12,6 +12,7 @@
 
 #include "audit/log.h"
 #include "common/caps.h"
+#include "common/defer.h"
 #include "policy/inject.h"
 #include "policy/sigv4.h"
 #include "proxy/bevio.h"
@@ -129,8 +130,7 @@ struct exchange {
     struct exchange *park_prev, *park_next;
     void **park_list; /* the list x is parked on, or NULL */
 
-    int depth;  /* exchange callbacks on the stack */
-    bool freed; /* exchange_free ran; the memory goes at depth 0 */
+    struct defer defer; /* exchange callbacks on the stack; freed at depth 0 after exchange_free */
 };
 
 /* exchange.c */

@@ -14,12 +14,12 @@
 #include "audit/audit.h"
 #include "common/caps.h"
 #include "policy/inject.h"
-#include "proxy/grpcmask.h"
+#include "mask/grpcmask.h"
 #include "proxy/h2up.h"
-#include "proxy/mask.h"
+#include "mask/mask.h"
 #include "proxy/reason.h"
 #include "proxy/worker.h"
-#include "proxy/wsmask.h"
+#include "mask/wsmask.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>

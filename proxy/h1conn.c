@@ -135,12 +135,12 @@ static void h1_release_buffers(struct h1conn *c)
 
 void h1_enter(struct h1conn *c)
 {
-    c->depth++;
+    defer_enter(&c->defer);
 }
 
 void h1_leave(struct h1conn *c)
 {
-    if (--c->depth == 0 && c->freed)
+    if (defer_leave(&c->defer))
         h1_free(c);
 }
 
@@ -311,8 +311,7 @@ void h1_close(struct h1conn *c, const char *reason)
     if (c->io.bev != NULL)
         bufferevent_disable(c->io.bev, EV_READ | EV_WRITE);
     worker_detach(c->cc.w, &c->link);
-    c->freed = true;
-    if (c->depth == 0)
+    if (defer_free(&c->defer))
         h1_free(c);
 }
 
@@ -328,8 +327,7 @@ void h1_handover(struct h1conn *c)
     evtimer_del(c->timer);
     if (c->resume != NULL)
         event_del(c->resume);
-    c->freed = true;
-    if (c->depth == 0)
+    if (defer_free(&c->defer))
         h1_free(c);
 }
 

@@ -9,10 +9,11 @@
 #include <time.h>
 
 #include "audit/log.h"
+#include "common/defer.h"
 #include "proxy/bevio.h"
 #include "proxy/exchange.h"
 #include "proxy/h1conn.h"
-#include "proxy/http1.h"
+#include "http/http1.h"
 #include "proxy/worker.h"
 
 /* Timeouts of SPEC §4 the transport keeps, in seconds: the operator's (--timeout) by name, and
@@ -64,8 +65,7 @@ struct h1conn {
     struct event *resume;  /* runs the input handler from the loop (buffered input waits) */
     struct timespec t_req; /* first byte of the current request */
     int req_minor;         /* the client's HTTP/1.x minor version */
-    int depth;             /* callbacks on the stack; the struct is freed at depth 0 */
-    bool freed;            /* h1_close ran inside a callback */
+    struct defer defer;    /* callbacks on the stack; freed at depth 0 after h1_close */
     bool handshake_done;
     bool head_ready; /* on_head seen, not yet handled */
     bool parse_stop; /* a parser callback asked the feed loop to stop */

@@ -20,9 +20,10 @@
 #include "proxy/h2conn.h"
 #include "audit/log.h"
 #include "common/caps.h"
+#include "common/defer.h"
 #include "proxy/bevio.h"
 #include "proxy/exchange.h"
-#include "proxy/h2msg.h"
+#include "http/h2msg.h"
 #include "proxy/listen.h"
 #include "proxy/metrics.h"
 #include "proxy/reason.h"
@@ -70,9 +71,8 @@ struct h2conn {
     } lazy[H2_LAZY_BLOCKS]; /* the session's mapped blocks */
     struct h2s *streams;
     size_t nstreams;
-    time_t idle_since; /* no stream open since */
-    int depth;
-    bool freed;
+    time_t idle_since;     /* no stream open since */
+    struct defer defer;    /* callbacks on the stack; freed at depth 0 after h2_close */
     bool busy;             /* over the connection limit: 503 to each request, then GOAWAY */
     bool draining;         /* GOAWAY sent: open streams finish, then the connection closes */
     bool calm;             /* GOAWAY ENHANCE_YOUR_CALM sent: close once it is out */
@@ -152,12 +152,12 @@ static int h2_tick(const struct h2conn *c)
 
 static void h2_enter(struct h2conn *c)
 {
-    c->depth++;
+    defer_enter(&c->defer);
 }
 
 static void h2_leave(struct h2conn *c)
 {
-    if (--c->depth == 0 && c->freed)
+    if (defer_leave(&c->defer))
         h2_free(c);
 }
 
@@ -548,7 +548,7 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
     c->work = NULL;
     for (s = c->batch; s != NULL; s = s->wnext)
         s->wq = &c->batch;
-    while (!c->freed && (s = c->batch) != NULL) {
+    while (!defer_freed(&c->defer) && (s = c->batch) != NULL) {
         wq_unlink(s);
         h2s_feed(s);
         if (s->x != NULL && s->want_drain &&
@@ -558,7 +558,7 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
             exchange_drained(s->x);
         }
     }
-    if (!c->freed)
+    if (!defer_freed(&c->defer))
         h2_send(c);
     h2_leave(c);
 }
@@ -783,7 +783,7 @@ static void h2_send(struct h2conn *c)
 /* The only teardown: every stream (and exchange) first, then the socket. */
 static void h2_close(struct h2conn *c, const char *reason)
 {
-    if (c->freed)
+    if (defer_freed(&c->defer))
         return;
     h2_log(c, LOG_DEBUG, "conn_close", reason);
     while (c->streams != NULL)
@@ -795,8 +795,7 @@ static void h2_close(struct h2conn *c, const char *reason)
     if (c->resume != NULL)
         event_del(c->resume);
     worker_detach(c->cc.w, &c->link);
-    c->freed = true;
-    if (c->depth == 0)
+    if (defer_free(&c->defer))
         h2_free(c);
 }
 
@@ -845,7 +844,7 @@ static void h2_linger(struct h2conn *c, const char *reason)
 /* After a read or write: once nghttp2 has nothing left to do and the output is out, linger. */
 static void h2_maybe_close(struct h2conn *c)
 {
-    if (c->freed || c->lingering != NULL)
+    if (defer_freed(&c->defer) || c->lingering != NULL)
         return;
     if (!nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng) &&
         bevio_pending(&c->io) == 0)
@@ -857,7 +856,7 @@ static void h2_input(struct h2conn *c)
     struct evbuffer *in = bufferevent_get_input(c->io.bev);
 
     bevio_pull(c->io.bev);
-    while (!c->freed && evbuffer_get_length(in) > 0) {
+    while (!defer_freed(&c->defer) && evbuffer_get_length(in) > 0) {
         struct evbuffer_iovec v;
         ssize_t n;
 
@@ -889,7 +888,7 @@ static void h2_input(struct h2conn *c)
         }
         evbuffer_drain(in, (size_t)n);
     }
-    if (c->freed)
+    if (defer_freed(&c->defer))
         return;
     h2_send(c);
     if (c->calm)
@@ -971,7 +970,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
     }
     h2_send(c);
     h2_maybe_close(c);
-    if (!c->freed && c->lingering == NULL)
+    if (!defer_freed(&c->defer) && c->lingering == NULL)
         evtimer_add(c->timer, &tick);
     h2_leave(c);
 }
@@ -1155,7 +1154,7 @@ int h2conn_start(struct worker_link *from, struct exch_conn *cc, struct bufferev
     c->resume = event_new(c->cc.w->base, -1, 0, resume_cb, c);
     c->idle_since = c->flood_start = h2_now();
     if (c->io.stage == NULL || c->timer == NULL || c->resume == NULL || h2_session_new(c) < 0) {
-        c->freed = true;
+        (void)defer_free(&c->defer);
         h2_free(c);
         return -1;
     }

@@ -21,6 +21,7 @@
 #include "proxy/h2up.h"
 #include "audit/log.h"
 #include "common/caps.h"
+#include "common/defer.h"
 #include "common/hostname.h"
 #include "proxy/bevio.h"
 #include "proxy/worker.h"
@@ -65,8 +66,7 @@ struct h2up {
     bool fated;
     struct event *idle;
     struct event *resume;
-    int depth;
-    bool freed;
+    struct defer defer; /* callbacks on the stack; freed at depth 0 after h2up_close_conn */
 };
 
 struct h2up_stream {
@@ -190,12 +190,12 @@ static void h2up_send(struct h2up *c);
 
 static void h2up_enter(struct h2up *c)
 {
-    c->depth++;
+    defer_enter(&c->defer);
 }
 
 static void h2up_leave(struct h2up *c)
 {
-    if (--c->depth == 0 && c->freed)
+    if (defer_leave(&c->defer))
         h2up_free(c);
 }
 
@@ -206,7 +206,7 @@ static void idle_arm(struct h2up *c)
 {
     struct timeval idle = {c->closing ? 0 : H2UP_T_IDLE, 0};
 
-    if (c->nstreams == 0 && !c->freed && !c->dialing)
+    if (c->nstreams == 0 && !defer_freed(&c->defer) && !c->dialing)
         evtimer_add(c->idle, &idle);
 }
 
@@ -265,7 +265,7 @@ static void stream_free(struct h2up_stream *s)
 /* The stream ends for the exchange's sake when both sides are done with it. */
 static void stream_maybe_free(struct h2up_stream *s)
 {
-    if (s->detached && (s->closed || s->c->freed))
+    if (s->detached && (s->closed || defer_freed(&s->c->defer)))
         stream_free(s);
 }
 
@@ -349,7 +349,7 @@ static void waiters_place(struct h2up *c)
     struct h2up_stream *s;
 
     c->settled = true;
-    while (!c->freed && (s = first_waiting(c)) != NULL) {
+    while (!defer_freed(&c->defer) && (s = first_waiting(c)) != NULL) {
         uint32_t max =
             nghttp2_session_get_remote_settings(c->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
 
@@ -521,7 +521,7 @@ static void h2up_send(struct h2up *c)
         ssize_t n;
         void *blk;
 
-        if (c->freed || bevio_pending(&c->io) >= VG_CONN_OUT_CAP)
+        if (defer_freed(&c->defer) || bevio_pending(&c->io) >= VG_CONN_OUT_CAP)
             break;
         n = nghttp2_session_mem_send(c->ng, &p);
         if (n <= 0) {
@@ -542,7 +542,7 @@ static void h2up_send(struct h2up *c)
         }
         c->io.nocopy = true;
     }
-    if (c->freed)
+    if (defer_freed(&c->defer))
         return;
     bevio_push(&c->io);
     /* a request nghttp2 could not start (a GOAWAY came after it was submitted) was closed
@@ -552,14 +552,13 @@ static void h2up_send(struct h2up *c)
 
 static void h2up_close_conn(struct h2up *c, bool failed)
 {
-    if (c->freed)
+    if (defer_freed(&c->defer))
         return;
     c->closing = true;
     waiters_tell(c, H2UP_PLACED_RETRY, UPSTREAM_OK);
     h2up_after(c, failed);
     h2up_unlink(c);
-    c->freed = true;
-    if (c->depth == 0)
+    if (defer_free(&c->defer))
         h2up_free(c);
 }
 
@@ -594,7 +593,7 @@ static void read_cb(struct bufferevent *bev, void *arg)
 
     h2up_enter(c);
     bevio_pull(bev);
-    while (!c->freed && evbuffer_get_length(in) > 0) {
+    while (!defer_freed(&c->defer) && evbuffer_get_length(in) > 0) {
         struct evbuffer_iovec v;
         ssize_t n;
 
@@ -608,14 +607,14 @@ static void read_cb(struct bufferevent *bev, void *arg)
         }
         evbuffer_drain(in, (size_t)n);
     }
-    if (!c->freed) {
+    if (!defer_freed(&c->defer)) {
         h2up_after(c, false);
         if (!c->settled && (c->got_settings || c->closing))
             waiters_place(c);
         if (c->closing)
             idle_arm(c); /* after a GOAWAY, a connection without streams goes at once */
     }
-    if (!c->freed)
+    if (!defer_freed(&c->defer))
         h2up_send(c);
     h2up_leave(c);
 }
@@ -663,7 +662,7 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
         return;
     }
     /* the streams are walked only while one of them waits for body room */
-    for (s = c->streams; s != NULL && !c->freed && c->nwant_more > 0; s = next) {
+    for (s = c->streams; s != NULL && !defer_freed(&c->defer) && c->nwant_more > 0; s = next) {
         next = s->next;
         if (s->want_more && !s->detached &&
             evbuffer_get_length(s->out) <= VG_H2_STREAM_OUT_CAP / 2) {
@@ -963,7 +962,7 @@ void h2up_close(struct h2up_stream **sp)
         return;
     *sp = NULL;
     s->detached = true;
-    if (!s->closed && !s->c->freed && s->id >= 0) {
+    if (!s->closed && !defer_freed(&s->c->defer) && s->id >= 0) {
         /* an answer still coming, or a request body that will not be completed (the server
          * answered early): either way the stream would stay open on both sides */
         if (!s->ended || !s->out_eof)
@@ -981,7 +980,7 @@ void h2up_free_all(struct worker *w)
         struct h2up *c = *head_of(w);
 
         h2up_unlink(c);
-        c->freed = true;
+        (void)defer_free(&c->defer);
         h2up_free(c);
     }
 }

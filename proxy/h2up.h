@@ -26,7 +26,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
-#include "proxy/http1.h"
+#include "http/http1.h"
 #include "proxy/upstream.h"
 
 struct worker;

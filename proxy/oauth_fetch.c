@@ -12,9 +12,11 @@
  * never a value.
  */
 #include "proxy/oauth_int.h"
+#include "common/pct.h"
 #include "common/secmem.h"
+#include "common/wbuf.h"
 #include "proxy/bevio.h"
-#include "proxy/http1.h"
+#include "http/http1.h"
 #include "proxy/metrics.h"
 #include "proxy/upstream.h"
 
@@ -57,102 +59,47 @@ struct oauth_fetch {
 
 /* ---- the request ------------------------------------------------------------------------ */
 
-struct sb {
-    char *p;
-    size_t len, cap;
-    bool fail;
-};
-
-static void sb_add(struct sb *b, const char *s, size_t n)
-{
-    if (b->fail)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = (b->len + n + 1) * 2;
-        char *np = malloc(cap);
-
-        if (np == NULL) {
-            b->fail = true;
-            return;
-        }
-        if (b->p != NULL) {
-            memcpy(np, b->p, b->len);
-            secmem_free(&b->p, b->cap);
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_str(struct sb *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
-
-/* application/x-www-form-urlencoded (RFC 6749 Appendix B): unreserved bytes as they are, a
- * space as '+', everything else %XX. */
-static void sb_form(struct sb *b, const char *s, size_t n)
-{
-    static const char hex[] = "0123456789ABCDEF";
-
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-
-        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '.' || c == '_' || c == '~')
-            sb_add(b, (const char *)&c, 1);
-        else if (c == ' ')
-            sb_add(b, "+", 1);
-        else
-            sb_add(b, e, 3);
-    }
-}
-
-static void sb_param(struct sb *b, const char *name, const char *v, size_t n)
+static void form_param(struct wbuf *b, const char *name, const char *v, size_t n)
 {
     if (b->len > 0)
-        sb_add(b, "&", 1);
-    sb_str(b, name);
-    sb_add(b, "=", 1);
-    sb_form(b, v, n);
+        wbuf_add(b, "&", 1);
+    wbuf_str(b, name);
+    wbuf_add(b, "=", 1);
+    wbuf_pct_encode(b, v, n, PCT_SPACE_PLUS);
 }
 
 /* The form body of the grant (o->lock held: it reads the current refresh token). */
-static void form_body(struct sb *b, const struct oauth_src *s, bool basic)
+static void form_body(struct wbuf *b, const struct oauth_src *s, bool basic)
 {
-    sb_param(b, "grant_type", s->refresh_grant ? "refresh_token" : "client_credentials",
-             s->refresh_grant ? 13 : 18);
+    form_param(b, "grant_type", s->refresh_grant ? "refresh_token" : "client_credentials",
+               s->refresh_grant ? 13 : 18);
     if (s->refresh_grant)
-        sb_param(b, "refresh_token", s->rt, s->rt_len);
+        form_param(b, "refresh_token", s->rt, s->rt_len);
     if (s->scope != NULL)
-        sb_param(b, "scope", s->scope, strlen(s->scope));
+        form_param(b, "scope", s->scope, strlen(s->scope));
     if (s->audience != NULL)
-        sb_param(b, "audience", s->audience, strlen(s->audience));
+        form_param(b, "audience", s->audience, strlen(s->audience));
     if (!basic) {
         /* client_auth post, or a public client (no secret): the id goes in the body */
-        sb_param(b, "client_id", s->client_id, strlen(s->client_id));
+        form_param(b, "client_id", s->client_id, strlen(s->client_id));
         if (s->client_secret != NULL)
-            sb_param(b, "client_secret", s->client_secret, s->cs_len);
+            form_param(b, "client_secret", s->client_secret, s->cs_len);
     }
 }
 
 /* Authorization: Basic base64(form(client_id) ":" form(client_secret)) (RFC 6749 §2.3.1). */
-static void basic_auth(struct sb *b, const struct oauth_src *s)
+static void basic_auth(struct wbuf *b, const struct oauth_src *s)
 {
-    struct sb plain = {0};
+    struct wbuf plain = {0};
     char *b64;
     size_t cap;
 
-    sb_form(&plain, s->client_id, strlen(s->client_id));
-    sb_add(&plain, ":", 1);
-    sb_form(&plain, s->client_secret, s->cs_len);
+    wbuf_pct_encode(&plain, s->client_id, strlen(s->client_id), PCT_SPACE_PLUS);
+    wbuf_add(&plain, ":", 1);
+    wbuf_pct_encode(&plain, s->client_secret, s->cs_len, PCT_SPACE_PLUS);
     if (plain.fail) {
         b->fail = true;
-        secmem_free(&plain.p, plain.cap);
+        wbuf_free(&plain);
         return;
     }
     cap = 4 * ((plain.len + 2) / 3) + 1;
@@ -161,12 +108,12 @@ static void basic_auth(struct sb *b, const struct oauth_src *s)
     } else {
         int n = EVP_EncodeBlock((unsigned char *)b64, (unsigned char *)plain.p, (int)plain.len);
 
-        sb_str(b, "Authorization: Basic ");
-        sb_add(b, b64, (size_t)n);
-        sb_str(b, "\r\n");
+        wbuf_str(b, "Authorization: Basic ");
+        wbuf_add(b, b64, (size_t)n);
+        wbuf_str(b, "\r\n");
         secmem_free(&b64, cap);
     }
-    secmem_free(&plain.p, plain.cap);
+    wbuf_free(&plain);
 }
 
 /* The whole request into f->req (o->lock held). 0 or -1. */
@@ -174,35 +121,35 @@ static int build_request(struct oauth_fetch *f)
 {
     const struct oauth_src *s = f->s;
     bool basic = !s->auth_post && s->client_secret != NULL;
-    struct sb body = {0}, req = {0};
+    struct wbuf body = {0}, req = {0};
     char line[64];
 
     form_body(&body, s, basic);
-    sb_str(&req, "POST ");
-    sb_str(&req, s->target);
-    sb_str(&req, " HTTP/1.1\r\nHost: ");
+    wbuf_str(&req, "POST ");
+    wbuf_str(&req, s->target);
+    wbuf_str(&req, " HTTP/1.1\r\nHost: ");
     if (strchr(s->host, ':') != NULL) {
-        sb_str(&req, "[");
-        sb_str(&req, s->host);
-        sb_str(&req, "]");
+        wbuf_str(&req, "[");
+        wbuf_str(&req, s->host);
+        wbuf_str(&req, "]");
     } else {
-        sb_str(&req, s->host);
+        wbuf_str(&req, s->host);
     }
     if (s->port != 443) {
         snprintf(line, sizeof(line), ":%d", s->port);
-        sb_str(&req, line);
+        wbuf_str(&req, line);
     }
-    sb_str(&req, "\r\nContent-Type: application/x-www-form-urlencoded\r\n"
-                 "Accept: application/json\r\nUser-Agent: vaultgate/" VAULTGATE_VERSION "\r\n"
-                 "Connection: close\r\n");
+    wbuf_str(&req, "\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                   "Accept: application/json\r\nUser-Agent: vaultgate/" VAULTGATE_VERSION "\r\n"
+                   "Connection: close\r\n");
     if (basic)
         basic_auth(&req, s);
     snprintf(line, sizeof(line), "Content-Length: %zu\r\n\r\n", body.len);
-    sb_str(&req, line);
-    sb_add(&req, body.p != NULL ? body.p : "", body.len);
-    secmem_free(&body.p, body.cap);
+    wbuf_str(&req, line);
+    wbuf_add(&req, body.p != NULL ? body.p : "", body.len);
+    wbuf_free(&body);
     if (req.fail || body.fail) {
-        secmem_free(&req.p, req.cap);
+        wbuf_free(&req);
         return -1;
     }
     f->req = req.p;

@@ -10,11 +10,12 @@
 #include "proxy/tunnel.h"
 #include "audit/log.h"
 #include "common/caps.h"
+#include "common/defer.h"
 #include "common/hostname.h"
 #include "proxy/bevio.h"
 #include "proxy/listen.h"
 #include "proxy/worker.h"
-#include "proxy/wsmask.h"
+#include "mask/wsmask.h"
 
 #include <stdio.h>
 #include <sys/socket.h>
@@ -36,8 +37,7 @@ struct tunnel {
     bool paused[2];     /* reading stopped: the other side's output is over its cap */
     struct wsmask *wsm; /* a credentialed WebSocket: the server side's masker */
     bool winding_down;  /* one side closed: flushing the other */
-    bool closed;
-    int depth;
+    struct defer defer; /* callbacks on the stack; freed at depth 0 after tunnel_close */
     uint64_t id;
     char client_addr[64];
     const struct listen_addr *la;
@@ -72,10 +72,11 @@ static void tunnel_free(struct tunnel *t)
 static void tunnel_close(struct tunnel *t, const char *reason)
 {
     struct log_fields f = LOG_FIELDS_INIT;
+    bool now;
 
-    if (t->closed)
+    if (defer_freed(&t->defer))
         return;
-    t->closed = true;
+    now = defer_free(&t->defer); /* closed from here on, for whatever runs below */
     f.conn = t->id;
     f.client = t->client_addr;
     f.listener = t->la->label;
@@ -92,18 +93,18 @@ static void tunnel_close(struct tunnel *t, const char *reason)
             bufferevent_disable(t->bev[i], EV_READ | EV_WRITE);
     }
     worker_detach(t->w, &t->link);
-    if (t->depth == 0)
+    if (now)
         tunnel_free(t);
 }
 
 static void tunnel_enter(struct tunnel *t)
 {
-    t->depth++;
+    defer_enter(&t->defer);
 }
 
 static void tunnel_leave(struct tunnel *t)
 {
-    if (--t->depth == 0 && t->closed)
+    if (defer_leave(&t->defer))
         tunnel_free(t);
 }
 
@@ -242,7 +243,7 @@ static void tunnel_event_cb(struct bufferevent *bev, short what, void *arg)
     if (what & BEV_EVENT_EOF) {
         /* pass on what is left, then end once the other side has it all */
         tunnel_read_cb(bev, arg);
-        if (t->closed)
+        if (defer_freed(&t->defer))
             goto out;
         if (t->wsm != NULL && bev == t->bev[TUNNEL_UP] && wsmask_in_message(t->wsm)) {
             /* the server went away inside a frame or message: what is held never leaves */
@@ -310,7 +311,7 @@ int tunnel_start(struct worker *w, struct worker_link *from, struct bufferevent 
         tunnel_wind_down(t, "websocket_extension");
     } else {
         tunnel_read_cb(t->bev[TUNNEL_CLIENT], t);
-        if (!t->closed)
+        if (!defer_freed(&t->defer))
             tunnel_read_cb(t->bev[TUNNEL_UP], t);
     }
     tunnel_leave(t);

@@ -1,5 +1,5 @@
 /*
- * mask_bench.c - how fast proxy/mask.c masks a response body. A benchmark, not a test: it
+ * mask_bench.c - how fast mask/mask.c masks a response body. A benchmark, not a test: it
  * prints numbers and exits 0.
  *
  *   mask_bench [--mb N] [--feed BYTES] [--case NAME]
@@ -32,7 +32,7 @@
 #include <openssl/evp.h>
 
 #include "common/caps.h"
-#include "proxy/mask.h"
+#include "mask/mask.h"
 
 #define BENCH_BODY (1 << 20) /* one generated body, fed over and over */
 

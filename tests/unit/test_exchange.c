@@ -26,7 +26,7 @@
 #include "ca/certcache.h"
 #include "policy/policy.h"
 #include "proxy/exchange.h"
-#include "proxy/http1.h"
+#include "http/http1.h"
 #include "proxy/listen.h"
 #include "proxy/metrics.h"
 #include "proxy/upstream.h"

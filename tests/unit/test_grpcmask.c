@@ -1,5 +1,5 @@
 /*
- * test_grpcmask.c - masking a credentialed gRPC response message by message (proxy/grpcmask.c):
+ * test_grpcmask.c - masking a credentialed gRPC response message by message (mask/grpcmask.c):
  * a secret inside one message is masked however the DATA is cut, prefixes pass unchanged, a
  * message that ends is out at once, and a compressed or oversized message is refused before
  * any byte of it goes out.
@@ -15,7 +15,7 @@
 #include <event2/buffer.h>
 
 #include "common/caps.h"
-#include "proxy/grpcmask.h"
+#include "mask/grpcmask.h"
 #include "tests/unit/guard.h"
 
 #define SECRET "sk-canary-GRPC-0123456789"

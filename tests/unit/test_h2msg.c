@@ -1,5 +1,5 @@
 /*
- * test_h2msg.c - HTTP/2 request field sections against RFC 9113 §8 and SPEC §4 (proxy/h2msg.c):
+ * test_h2msg.c - HTTP/2 request field sections against RFC 9113 §8 and SPEC §4 (http/h2msg.c):
  * every refusal with its kind (stream reset or HTTP answer) and status, the head a good request
  * becomes for the exchange (method, target, Host from :authority, cookie crumbs joined, body
  * framing), content-length against DATA, request trailers, and response heads turned into
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "common/caps.h"
-#include "proxy/h2msg.h"
+#include "http/h2msg.h"
 
 struct nv {
     const char *name, *value;

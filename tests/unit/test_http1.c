@@ -1,5 +1,5 @@
 /*
- * test_http1.c - the strict HTTP/1.x parser and the serialisers (proxy/http1.c, SPEC §4).
+ * test_http1.c - the strict HTTP/1.x parser and the serialisers (http/http1.c, SPEC §4).
  *
  * Every input is fed from a guard-page copy, so a one-byte over-read crashes. Every request
  * case runs twice: in one piece and byte by byte, and both runs must record the same events.
@@ -13,7 +13,7 @@
 
 #include "common/caps.h"
 #include "common/hostname.h"
-#include "proxy/http1.h"
+#include "http/http1.h"
 #include "tests/unit/guard.h"
 
 #define S(lit) lit, sizeof(lit) - 1

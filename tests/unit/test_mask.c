@@ -1,5 +1,5 @@
 /*
- * test_mask.c - reflection masking (proxy/mask.c): streaming masking over arbitrary feeds,
+ * test_mask.c - reflection masking (mask/mask.c): streaming masking over arbitrary feeds,
  * the hold-back rule, head masking, Content-Encoding parsing and the gzip/deflate decoder.
  *
  * Forms are canary strings. Failure messages name case numbers, lengths and offsets, never the
@@ -17,7 +17,7 @@
 #include <zlib.h>
 
 #include "common/caps.h"
-#include "proxy/mask.h"
+#include "mask/mask.h"
 #include "tests/unit/guard.h"
 
 struct mcase {

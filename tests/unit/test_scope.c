@@ -10,6 +10,7 @@
 #include <check.h>
 #include <string.h>
 
+#include "common/pct.h"
 #include "policy/policy.h"
 #include "policy/scope.h"
 #include "tests/unit/vaultq.h"
@@ -95,14 +96,14 @@ START_TEST(test_scope_prefix)
 }
 END_TEST
 
-START_TEST(test_scope_decode_and_path_len)
+START_TEST(test_scope_path_len_and_decode)
 {
     char out[64];
     const char *t = "/a%3Ab%20c?x=%2F#f";
     size_t n = scope_path_len(t, strlen(t));
 
     ck_assert_uint_eq(n, 10);
-    n = scope_decode(t, n, out);
+    n = pct_decode(out, t, n, 0);
     ck_assert_uint_eq(n, 6);
     ck_assert(memcmp(out, "/a:b c", 6) == 0);
     ck_assert_uint_eq(scope_path_len("/p#x?y", 6), 2);
@@ -310,7 +311,7 @@ Suite *suite_scope(void)
                         (int)(sizeof(canon_cases) / sizeof(canon_cases[0])));
     tcase_add_loop_test(tc, test_scope_prefix, 0,
                         (int)(sizeof(prefix_cases) / sizeof(prefix_cases[0])));
-    tcase_add_test(tc, test_scope_decode_and_path_len);
+    tcase_add_test(tc, test_scope_path_len_and_decode);
     tcase_add_test(tc, test_scope_methods);
     tcase_add_loop_test(tc, test_scope_decide_request, 0,
                         (int)(sizeof(request_cases) / sizeof(request_cases[0])));

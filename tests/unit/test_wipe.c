@@ -17,7 +17,7 @@
 #include <event2/event.h>
 
 #include "policy/httphead.h"
-#include "proxy/http1.h"
+#include "http/http1.h"
 
 #define CANARY "sk-WIPE-CANARY-0123456789abcdef"
 

@@ -1,5 +1,5 @@
 /*
- * test_wsmask.c - masking a credentialed WebSocket by message (proxy/wsmask.c): secrets cut
+ * test_wsmask.c - masking a credentialed WebSocket by message (mask/wsmask.c): secrets cut
  * across frames, control frames between fragments, a message delivered whole at its end, and
  * every protocol violation refused without passing on the offending frame.
  *
@@ -13,7 +13,7 @@
 
 #include <event2/buffer.h>
 
-#include "proxy/wsmask.h"
+#include "mask/wsmask.h"
 #include "tests/unit/guard.h"
 
 #define SECRET "sk-canary-WS-0123456789"

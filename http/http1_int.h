@@ -1,5 +1,5 @@
 /*
- * http1_int.h - private to proxy/http1.c (parser) and proxy/http1_write.c (serialisers): the
+ * http1_int.h - private to http/http1.c (parser) and http/http1_write.c (serialisers): the
  * byte classes and the few helpers both sides check bytes with, so that what the writer accepts
  * is decided by the same table as what the parser accepts. No other module includes this.
  */
@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <strings.h>
 
-#include "proxy/http1.h"
+#include "http/http1.h"
 
 /* Byte classes, one table lookup per byte on the hot paths. */
 #define C_TCHAR 1 /* RFC 9110 tchar */
@@ -97,12 +97,10 @@ struct http1_parser {
     const char *err_reason;
 };
 
-/* http1.c */
+/* http1_body.c: the parser's error and callback-result helpers (used by http1.c too) and the
+ * body states (ST_DONE_PENDING up to ST_TRAILER_END_LF) */
 int http1_fail(struct http1_parser *p, int status, const char *reason);
 int http1_cb_result(struct http1_parser *p, int rc);
-int http1_hexval(unsigned char c);
-
-/* http1_body.c: the body states (ST_DONE_PENDING up to ST_TRAILER_END_LF) */
 int http1_finish_message(struct http1_parser *p);
 int http1_feed_length(struct http1_parser *p, const char *data, size_t len, size_t *pos);
 int http1_feed_eof_body(struct http1_parser *p, const char *data, size_t len, size_t *pos);

@@ -1,5 +1,5 @@
 /*
- * mask_spell.h - the matcher behind reflection masking (proxy/mask.c), for that file only.
+ * mask_spell.h - the matcher behind reflection masking (mask/mask.c), for that file only.
  *
  * One matcher per form of a secret finds every spelling of the form that SPEC §4 names: each
  * byte written raw or escaped, chosen independently per byte - `%hh` (either case of each hex

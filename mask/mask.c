@@ -25,7 +25,7 @@
  * docs/internals/mask.md explains the algorithm and the hold-back rule.
  */
 #define ZLIB_CONST
-#include "proxy/mask.h"
+#include "mask/mask.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -37,7 +37,7 @@
 
 #include "common/caps.h"
 #include "common/secmem.h"
-#include "proxy/mask_spell.h"
+#include "mask/mask_spell.h"
 
 /* Largest piece of one feed copied into the output in one go (bounds contiguous reservations). */
 #define MASK_SLICE (256 * 1024)

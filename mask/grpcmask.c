@@ -6,7 +6,7 @@
  * message that ends is delivered at once and a secret inside one is masked however the DATA
  * was cut; a compressed message (flag 1) is refused before any byte of it goes out.
  */
-#include "proxy/grpcmask.h"
+#include "mask/grpcmask.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "common/caps.h"
-#include "proxy/mask.h"
+#include "mask/mask.h"
 
 struct grpcmask {
     struct mask *m;

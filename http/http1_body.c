@@ -3,15 +3,41 @@
  * counter, close-delimited bodies, and a chunked decoder that accepts exactly RFC 9112's
  * grammar (chunk extensions capped at VG_CHUNK_EXT_MAX per line, trailers checked against the
  * head caps, then handed to on_trailers or dropped). Body bytes go to on_body as they arrive;
- * nothing is buffered but a trailer section for on_trailers.
+ * nothing is buffered but a trailer section for on_trailers. The error and callback-result
+ * helpers of both files are here, in the file http1.c calls, so the two call one way.
  */
-#include "proxy/http1.h"
-#include "proxy/http1_int.h"
+#include "http/http1.h"
+#include "http/http1_int.h"
 
 #include "common/caps.h"
+#include "common/pct.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* The parser's two ways out of a step, shared with http1.c (which calls this file, never the
+ * other way round). */
+int http1_fail(struct http1_parser *p, int status, const char *reason)
+{
+    if (p->kind == HTTP1_RESPONSE)
+        status = 502;
+    p->err_status = status;
+    p->err_reason = reason;
+    p->state = ST_ERROR;
+    return STEP_ERR;
+}
+
+/* Callback results: 0 go on, 1 (any positive) pause, negative abort. */
+int http1_cb_result(struct http1_parser *p, int rc)
+{
+    if (rc < 0) {
+        p->err_status = 500;
+        p->err_reason = "aborted by the caller";
+        p->state = ST_ERROR;
+        return STEP_ERR;
+    }
+    return rc > 0 ? STEP_PAUSE : STEP_CONT;
+}
 
 static int deliver(struct http1_parser *p, const char *data, size_t n)
 {
@@ -235,7 +261,7 @@ static int chunk_line_step(struct http1_parser *p, unsigned char c)
 
     switch (p->state) {
     case ST_CHUNK_SIZE:
-        v = http1_hexval(c);
+        v = pct_hexval(c);
         if (v >= 0) {
             if (++p->ndigits > MAX_CHUNK_DIGITS)
                 return http1_fail(p, 400, "chunk size too long");

@@ -12,8 +12,8 @@
  * Memory: the parser struct plus, only while a head arrives split over several reads, a head
  * buffer (at most VG_HEAD_MAX_BYTES) that http1_parser_reset frees. No logging here.
  */
-#include "proxy/http1.h"
-#include "proxy/http1_int.h"
+#include "http/http1.h"
+#include "http/http1_int.h"
 
 #include "common/caps.h"
 #include "common/hostname.h"
@@ -57,38 +57,6 @@ const uint8_t http1_cls[256] = {
     4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,
     4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,  4,
 };
-
-int http1_hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
-int http1_fail(struct http1_parser *p, int status, const char *reason)
-{
-    if (p->kind == HTTP1_RESPONSE)
-        status = 502;
-    p->err_status = status;
-    p->err_reason = reason;
-    p->state = ST_ERROR;
-    return STEP_ERR;
-}
-
-/* Callback results: 0 go on, 1 (any positive) pause, negative abort. */
-int http1_cb_result(struct http1_parser *p, int rc)
-{
-    if (rc < 0) {
-        p->err_status = 500;
-        p->err_reason = "aborted by the caller";
-        p->state = ST_ERROR;
-        return STEP_ERR;
-    }
-    return rc > 0 ? STEP_PAUSE : STEP_CONT;
-}
 
 /* ---- head: scanning lines as they arrive ---- */
 

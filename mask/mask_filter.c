@@ -11,8 +11,8 @@
  * - mask_filter_skip() (several forms) never passes a position where ms_can_begin() holds for
  *   one of them: its byte-pair table is filled from ms_can_begin() itself.
  */
-#include "proxy/mask_spell_int.h"
-#include "proxy/mask_spell.h"
+#include "mask/mask_spell_int.h"
+#include "mask/mask_spell.h"
 
 #include <stdbool.h>
 #include <stdint.h>

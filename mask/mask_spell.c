@@ -23,8 +23,8 @@
  *
  * docs/internals/mask.md explains the main reading, the threads and the bounds.
  */
-#include "proxy/mask_spell.h"
-#include "proxy/mask_spell_int.h"
+#include "mask/mask_spell.h"
+#include "mask/mask_spell_int.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -33,6 +33,7 @@
 #include <openssl/crypto.h>
 
 #include "common/caps.h"
+#include "common/pct.h"
 #include "common/secmem.h"
 
 #define MS_NONE 0xffffu
@@ -92,14 +93,6 @@ struct ms_ctx {
     bool again;    /* nothing is partly matched: read this byte again on the fast path */
     bool oom;
 };
-
-static int ms_hex(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c |= 0x20;
-    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
 
 /* ---- tables ---- */
 
@@ -353,12 +346,12 @@ static void ms_thread_step(struct ms_ctx *x, const struct ms_thread *t, unsigned
         return;
     case MS_PCT1:
     case MS_U3:
-        if (ms_hex(c) == pc >> 4)
+        if (pct_hexval(c) == pc >> 4)
             ms_push(x, t->k, t->sub + 1, t->s, t->tag);
         return;
     case MS_PCT2:
     case MS_U4:
-        if (ms_hex(c) == (pc & 15))
+        if (pct_hexval(c) == (pc & 15))
             ms_push(x, t->k + 1, MS_BOUND, t->s, t->tag);
         return;
     case MS_BS1:
@@ -623,7 +616,7 @@ enum { MS_GO, MS_DONE, MS_FAIL };
 static int ms_main_escape(struct ms_ctx *x, unsigned char c, int *d)
 {
     struct mask_spell_run *r = x->r;
-    int h = ms_hex(c);
+    int h = pct_hexval(c);
 
     switch (r->sub) {
     case MS_PCT1:
@@ -742,8 +735,8 @@ static size_t ms_plain_escape(const struct mask_spell *s, const unsigned char *s
     if (src[i] == '%') {
         if (i + 3 > n)
             return 0;
-        h = ms_hex(src[i + 1]);
-        l = ms_hex(src[i + 2]);
+        h = pct_hexval(src[i + 1]);
+        l = pct_hexval(src[i + 2]);
     } else if (i + 2 > n) {
         return 0;
     } else if (src[i + 1] == '/' || src[i + 1] == '\\' || src[i + 1] == '"') {
@@ -756,8 +749,8 @@ static size_t ms_plain_escape(const struct mask_spell *s, const unsigned char *s
         return 0;
     } else {
         len = 6;
-        h = src[i + 2] == '0' && src[i + 3] == '0' ? ms_hex(src[i + 4]) : -1;
-        l = ms_hex(src[i + 5]);
+        h = src[i + 2] == '0' && src[i + 3] == '0' ? pct_hexval(src[i + 4]) : -1;
+        l = pct_hexval(src[i + 5]);
         if (h > 7)
             h = -1;
     }

@@ -14,8 +14,8 @@
  * Memory: a head is sized exactly and written with one evbuffer reservation; the hop-by-hop
  * strip uses a 512-byte stack buffer (heap only for longer Connection fields). No logging here.
  */
-#include "proxy/http1.h"
-#include "proxy/http1_int.h"
+#include "http/http1.h"
+#include "http/http1_int.h"
 
 #include "common/hostname.h"
 

@@ -18,7 +18,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "common/hostname.h"
-#include "proxy/http1.h"
+#include "http/http1.h"
 
 /* What a request's field section came to. */
 enum h2req_verdict {

@@ -10,8 +10,8 @@
  * one host field, which agrees with :authority when both are sent. The first refusal is kept;
  * nothing is forwarded after one.
  */
-#include "proxy/h2msg.h"
-#include "proxy/http1_int.h"
+#include "http/h2msg.h"
+#include "http/http1_int.h"
 
 #include "common/caps.h"
 

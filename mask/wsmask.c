@@ -17,7 +17,7 @@
  * - After a protocol error nothing more is parsed; wsmask_fail() completes the frames already
  *   begun with '*' (held bytes are never released) and appends a 1002 close frame.
  */
-#include "proxy/wsmask.h"
+#include "mask/wsmask.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -26,7 +26,7 @@
 #include <sys/types.h>
 
 #include "common/caps.h"
-#include "proxy/mask.h"
+#include "mask/mask.h"
 
 #define WS_FIN       0x80
 #define WS_RSV       0x70

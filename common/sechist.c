@@ -3,7 +3,9 @@
  *
  * Guarantees: a value retired once is returned by every later sechist_get() for its name until
  * sechist_clear(); every copy of a value (the registry's and the ones handed out) is wiped when
- * freed; lookups of a name that never retired anything take no lock.
+ * freed; lookups of a name that never retired anything take no lock (the request path of every
+ * credential whose secret was never replaced): the list of names is append-only, each entry
+ * published whole with a release store, and freed only by sechist_clear() at exit.
  */
 #include "common/sechist.h"
 #include "common/caps.h"
@@ -33,14 +35,15 @@ struct sechist_vals {
 };
 
 static pthread_mutex_t hist_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct hist_name *hist_names;
+static _Atomic(struct hist_name *) hist_names;
 static atomic_size_t hist_total;
 static _Atomic uint64_t hist_gen;
 
 /* The entry of name, or NULL (hist_lock held). */
 static struct hist_name *find(const char *name)
 {
-    for (struct hist_name *h = hist_names; h != NULL; h = h->next) {
+    for (struct hist_name *h = atomic_load_explicit(&hist_names, memory_order_acquire); h != NULL;
+         h = h->next) {
         if (strcmp(h->name, name) == 0)
             return h;
     }
@@ -56,8 +59,8 @@ static struct hist_name *find_or_add(const char *name)
     if (h != NULL || nlen > VG_SECRET_NAME_MAX || (h = calloc(1, sizeof(*h))) == NULL)
         return h;
     memcpy(h->name, name, nlen + 1);
-    h->next = hist_names;
-    hist_names = h;
+    h->next = atomic_load_explicit(&hist_names, memory_order_relaxed);
+    atomic_store_explicit(&hist_names, h, memory_order_release);
     return h;
 }
 
@@ -113,7 +116,7 @@ size_t sechist_live(const char *name, int64_t now_ms)
     const struct hist_name *h;
     size_t n = 0;
 
-    if (atomic_load(&hist_total) == 0)
+    if (atomic_load(&hist_total) == 0 || find(name) == NULL)
         return 0;
     pthread_mutex_lock(&hist_lock);
     if ((h = find(name)) != NULL) {
@@ -136,8 +139,8 @@ int sechist_get(const char *name, struct sechist_vals **out)
     int rc = 0;
 
     *out = NULL;
-    if (name == NULL || atomic_load(&hist_total) == 0)
-        return 0;
+    if (name == NULL || atomic_load(&hist_total) == 0 || find(name) == NULL)
+        return 0; /* no lock for a secret that never changed */
     pthread_mutex_lock(&hist_lock);
     if ((h = find(name)) == NULL || h->n == 0)
         goto out;
@@ -188,10 +191,10 @@ void sechist_vals_free(struct sechist_vals **vp)
 void sechist_clear(void)
 {
     pthread_mutex_lock(&hist_lock);
-    while (hist_names != NULL) {
-        struct hist_name *h = hist_names;
+    while (atomic_load(&hist_names) != NULL) {
+        struct hist_name *h = atomic_load(&hist_names);
 
-        hist_names = h->next;
+        atomic_store(&hist_names, h->next);
         for (size_t i = 0; i < h->n; i++)
             secmem_free(&h->vals[i].value, h->vals[i].len + 1);
         free(h->vals);

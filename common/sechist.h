@@ -39,7 +39,7 @@ size_t sechist_vals_count(const struct sechist_vals *v);
 const char *sechist_vals_at(const struct sechist_vals *v, size_t i, size_t *len);
 void sechist_vals_free(struct sechist_vals **vp);
 
-/* Wipes and forgets everything (at exit; tests). */
+/* Wipes and forgets everything: at exit, once no other thread uses the registry (tests). */
 void sechist_clear(void);
 
 #endif

@@ -33,9 +33,9 @@
  * gets it again. Heap blocks are sized with malloc_usable_size (the whole block is the
  * caller's), so they carry no header of ours.
  */
+/* under ASan every block stays on the heap, where it is checked */
 #if defined(__SANITIZE_ADDRESS__)
-#define H2GLUE_LAZY_MIN SIZE_MAX /* under ASan every block stays on the heap, where it is checked  \
-                                  */
+#define H2GLUE_LAZY_MIN SIZE_MAX
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define H2GLUE_LAZY_MIN SIZE_MAX

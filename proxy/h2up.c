@@ -7,9 +7,12 @@
  *   SETTINGS_MAX_CONCURRENT_STREAMS streams, and takes none after a GOAWAY or an error.
  * - Response DATA is given back to the stream's window only through h2up_consume (the
  *   connection's window at once), so each exchange's backpressure holds its own stream only.
- * - Every buffer nghttp2 allocates for the session is wiped when freed, and every frame written
- *   to the socket is staged in a block wiped when libevent lets go of it: header blocks carry
- *   the injected secret. A credentialed request's fields are sent never-indexed.
+ * - Every heap block nghttp2 allocates for the session is wiped when freed (a mapped one goes
+ *   back to the kernel whole), and every frame written to the socket is staged in a block wiped
+ *   when libevent lets go of it (h2glue.c): header blocks carry the injected secret. A
+ *   credentialed request's fields are sent never-indexed.
+ * - A connection, a stream and its response each have one state, changed by one setter that
+ *   logs at debug (docs/internals/upstream.md tables the transitions).
  * - A connection that fails or ends fails the exchanges of its open streams (after, err=true);
  *   one without streams closes after the pool's idle time, at once after a GOAWAY.
  * - Requests that come while a connection to their host is dialled, or before it read the

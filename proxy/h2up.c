@@ -7,9 +7,12 @@
  *   SETTINGS_MAX_CONCURRENT_STREAMS streams, and takes none after a GOAWAY or an error.
  * - Response DATA is given back to the stream's window only through h2up_consume (the
  *   connection's window at once), so each exchange's backpressure holds its own stream only.
- * - Every buffer nghttp2 allocates for the session is wiped when freed, and every frame written
- *   to the socket is staged in a block wiped when libevent lets go of it: header blocks carry
- *   the injected secret. A credentialed request's fields are sent never-indexed.
+ * - Every heap block nghttp2 allocates for the session is wiped when freed (a mapped one goes
+ *   back to the kernel whole), and every frame written to the socket is staged in a block wiped
+ *   when libevent lets go of it (h2glue.c): header blocks carry the injected secret. A
+ *   credentialed request's fields are sent never-indexed.
+ * - A connection, a stream and its response each have one state, changed by one setter that
+ *   logs at debug (docs/internals/upstream.md tables the transitions).
  * - A connection that fails or ends fails the exchanges of its open streams (after, err=true);
  *   one without streams closes after the pool's idle time, at once after a GOAWAY.
  * - Requests that come while a connection to their host is dialled, or before it read the
@@ -24,6 +27,7 @@
 #include "common/defer.h"
 #include "common/hostname.h"
 #include "proxy/bevio.h"
+#include "proxy/h2glue.h"
 #include "proxy/worker.h"
 
 #include <stdint.h>
@@ -36,13 +40,42 @@
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <nghttp2/nghttp2.h>
-#include <openssl/crypto.h>
 
 #define H2UP_T_IDLE        60 /* a connection without streams, as the pool keeps them */
 #define H2UP_STREAM_WINDOW (256 * 1024)
 #define H2UP_CONN_WINDOW   (4 * 1024 * 1024)
 #define H2UP_NV_MAX        (VG_HEAD_MAX_FIELDS * 2 + 8)
 #define H2UP_WAIT_MAX      100 /* streams queued on a connection before its SETTINGS are in */
+#define H2UP_PEER_STREAMS  100 /* streams nghttp2 allows before the server's SETTINGS say */
+
+/* A connection's life; docs/internals/upstream.md has the transitions. */
+enum h2up_state {
+    H2UP_C_DIALING = 0, /* announced (h2up_dial), or being attached: no socket or session yet */
+    H2UP_C_PREFACE,     /* the session is made; the server's SETTINGS are not in yet */
+    H2UP_C_SETTLING,    /* the SETTINGS are in: the queue is served once this read is done */
+    H2UP_C_OPEN,        /* streams go by the server's MAX_CONCURRENT_STREAMS */
+    H2UP_C_GOING,       /* GOAWAY received or sent, or the output failed: no new streams */
+    H2UP_C_UNDIALED,    /* the announced dial ended without a connection: the queue is told */
+    H2UP_C_CLOSED,      /* h2up_close_conn ran: freed once no callback is on the stack */
+};
+
+/* A stream's place on its connection. */
+enum h2up_life {
+    H2UP_S_PLACED = 0, /* on the connection, the request not submitted yet */
+    H2UP_S_QUEUED,     /* queued until the connection settles (ops->placed follows) */
+    H2UP_S_OPEN,       /* submitted: nghttp2 carries it */
+    H2UP_S_CLOSED,     /* nghttp2 closed it; the exchange still holds the handle */
+    H2UP_S_DETACHED,   /* the exchange let go (h2up_close); nghttp2 has yet to close it */
+};
+
+/* How far the response came. */
+enum h2up_resp {
+    H2UP_R_HEAD = 0, /* no final head yet (interim ones may come) */
+    H2UP_R_BODY,     /* the final head came: DATA, trailers, until END_STREAM */
+    H2UP_R_DONE,     /* END_STREAM from the server: on_done was called */
+    H2UP_R_FAILED,   /* reset, a callback refused it, or the connection failed */
+    H2UP_R_REFUSED,  /* closed by REFUSED_STREAM before any head: may be sent again */
+};
 
 struct h2up {
     struct h2up *prev, *next; /* the worker's connections */
@@ -50,20 +83,17 @@ struct h2up {
     char host[HOSTNAME_BUFSZ];
     int port;
     bool route_tunnel;
+    enum h2up_state state; /* set by conn_set_state only */
     struct bevio io;
     nghttp2_session *ng;
+    struct h2glue_mem mem; /* the session's allocator, wiping */
     struct h2up_stream *streams;
     struct h2up_stream *touched; /* streams with news for h2up_after */
     size_t nwant_more;           /* streams whose exchange waits for body room (want_more) */
     size_t nstreams;
-    bool closing;          /* GOAWAY received or sent, or failed: no new streams */
-    bool dialing;          /* announced by h2up_dial: no socket or session yet */
-    bool got_settings;     /* the server's first SETTINGS frame was read */
-    bool settled;          /* ... and the queue was served: streams go by MAX_CONCURRENT_STREAMS */
     size_t nwaiting;       /* streams queued for the connection to settle */
-    enum h2up_placed fate; /* a dial that ended without a connection: what the queue is told */
+    enum h2up_placed fate; /* H2UP_C_UNDIALED: what the queue is told */
     enum upstream_err fate_err;
-    bool fated;
     struct event *idle;
     struct event *resume;
     struct defer defer; /* callbacks on the stack; freed at depth 0 after h2up_close_conn */
@@ -77,83 +107,94 @@ struct h2up_stream {
     void *arg;
     struct http1_msg resp;     /* the response head as it arrives */
     struct http_head trailers; /* and its trailers */
-    bool final;                /* the final head came: later HEADERS are trailers */
+    enum h2up_life life;       /* set by stream_set_life only */
+    enum h2up_resp rstate;     /* set by stream_set_resp only */
     bool touched;              /* a callback ran in the current batch: on c->touched */
     struct h2up_stream *tprev, *tnext;
-    bool failed;          /* reset or the connection failed */
-    bool ended;           /* END_STREAM from the server */
-    bool closed;          /* nghttp2 closed it */
-    bool detached;        /* the exchange let go (h2up_close) */
-    bool waiting;         /* queued until the connection settles: not submitted */
-    bool refused;         /* closed by REFUSED_STREAM before any response head */
     struct evbuffer *out; /* request body waiting for DATA frames */
     bool out_eof, deferred, want_more;
     size_t unconsumed; /* response bytes delivered, not yet given back */
 };
 
-/* ---- the wiping allocator --------------------------------------------------------------- */
+/* ---- states ----------------------------------------------------------------------------- */
 
-#define WIPE_HDR 16
+static const char *const conn_state_names[] = {"dialing", "preface",  "settling", "open",
+                                               "going",   "undialed", "closed"};
+static const char *const life_names[] = {"placed", "queued", "open", "closed", "detached"};
+static const char *const resp_names[] = {"head", "body", "done", "failed", "refused"};
 
-static void *wmalloc(size_t n, void *ud)
+/* A state change at debug level: the upstream's host and the states' names, nothing else. */
+static void state_log(const struct h2up *c, const char *what, int32_t id, const char *from,
+                      const char *to)
 {
-    unsigned char *p = n <= SIZE_MAX - WIPE_HDR ? malloc(n + WIPE_HDR) : NULL;
+    struct log_fields f = LOG_FIELDS_INIT;
+    char d[64];
 
-    (void)ud;
-    if (p == NULL)
-        return NULL;
-    memcpy(p, &n, sizeof(n));
-    return p + WIPE_HDR;
+    if (id >= 0)
+        snprintf(d, sizeof(d), "stream %d: %s -> %s", (int)id, from, to);
+    else
+        snprintf(d, sizeof(d), "%s -> %s", from, to);
+    f.host = c->host;
+    f.reason = what;
+    f.detail = d;
+    log_event(LOG_DEBUG, "h2up_state", &f);
 }
 
-static void wfree(void *ptr, void *ud)
+static void conn_set_state(struct h2up *c, enum h2up_state st)
 {
-    unsigned char *p = ptr;
-    size_t n;
-
-    (void)ud;
-    if (p == NULL)
-        return;
-    memcpy(&n, p - WIPE_HDR, sizeof(n));
-    OPENSSL_cleanse(p, n);
-    free(p - WIPE_HDR);
+    if (c->state != st && log_enabled(LOG_DEBUG))
+        state_log(c, "conn", -1, conn_state_names[c->state], conn_state_names[st]);
+    c->state = st;
 }
 
-static void *wcalloc(size_t nmemb, size_t size, void *ud)
+static void stream_set_life(struct h2up_stream *s, enum h2up_life l)
 {
-    void *p;
-
-    if (size != 0 && nmemb > SIZE_MAX / size)
-        return NULL;
-    p = wmalloc(nmemb * size, ud);
-    if (p != NULL)
-        memset(p, 0, nmemb * size);
-    return p;
+    if (s->life != l && log_enabled(LOG_DEBUG))
+        state_log(s->c, "stream", s->id, life_names[s->life], life_names[l]);
+    s->life = l;
 }
 
-static void *wrealloc(void *ptr, size_t n, void *ud)
+static void stream_set_resp(struct h2up_stream *s, enum h2up_resp r)
 {
-    void *np;
-    size_t old;
-
-    if (ptr == NULL)
-        return wmalloc(n, ud);
-    memcpy(&old, (unsigned char *)ptr - WIPE_HDR, sizeof(old));
-    np = wmalloc(n, ud);
-    if (np == NULL)
-        return NULL;
-    memcpy(np, ptr, old < n ? old : n);
-    wfree(ptr, ud);
-    return np;
+    if (s->rstate != r && log_enabled(LOG_DEBUG))
+        state_log(s->c, "response", s->id, resp_names[s->rstate], resp_names[r]);
+    s->rstate = r;
 }
 
-static nghttp2_mem wiping_mem = {NULL, wmalloc, wfree, wcalloc, wrealloc};
-
-static void wipe_block(const void *data, size_t len, void *arg)
+/* Requests for host:port wait on it: its room is not known yet. */
+static bool conn_queues(const struct h2up *c)
 {
-    (void)arg;
-    OPENSSL_cleanse((void *)data, len);
-    free((void *)data);
+    return c->state == H2UP_C_DIALING || c->state == H2UP_C_PREFACE || c->state == H2UP_C_SETTLING;
+}
+
+/* It takes no new stream, and goes once it has none. */
+static bool conn_closing(const struct h2up *c)
+{
+    return c->state == H2UP_C_GOING || c->state == H2UP_C_UNDIALED || c->state == H2UP_C_CLOSED;
+}
+
+/* No socket, no session: no idle timer either. */
+static bool conn_unconnected(const struct h2up *c)
+{
+    return c->state == H2UP_C_DIALING || c->state == H2UP_C_UNDIALED;
+}
+
+/* GOAWAY, or the session failed: no new streams (a connection closing already stays so). */
+static void conn_going(struct h2up *c)
+{
+    if (!conn_closing(c))
+        conn_set_state(c, H2UP_C_GOING);
+}
+
+static bool stream_failed(const struct h2up_stream *s)
+{
+    return s->rstate == H2UP_R_FAILED || s->rstate == H2UP_R_REFUSED;
+}
+
+static void stream_fail(struct h2up_stream *s)
+{
+    if (!stream_failed(s))
+        stream_set_resp(s, H2UP_R_FAILED);
 }
 
 /* ---- the worker's connections ----------------------------------------------------------- */
@@ -204,9 +245,9 @@ static void h2up_leave(struct h2up *c)
 /* A connection without streams closes after the pool's idle time, or at once when closing. */
 static void idle_arm(struct h2up *c)
 {
-    struct timeval idle = {c->closing ? 0 : H2UP_T_IDLE, 0};
+    struct timeval idle = {conn_closing(c) ? 0 : H2UP_T_IDLE, 0};
 
-    if (c->nstreams == 0 && !defer_freed(&c->defer) && !c->dialing)
+    if (c->nstreams == 0 && !defer_freed(&c->defer) && !conn_unconnected(c))
         evtimer_add(c->idle, &idle);
 }
 
@@ -253,20 +294,13 @@ static void stream_free(struct h2up_stream *s)
     if (s->next != NULL)
         s->next->prev = s->prev;
     c->nstreams--;
-    if (s->waiting)
+    if (s->life == H2UP_S_QUEUED)
         c->nwaiting--;
     idle_arm(c);
     httphead_reset(&s->resp.head);
     httphead_reset(&s->trailers);
     evbuffer_free(s->out);
     free(s);
-}
-
-/* The stream ends for the exchange's sake when both sides are done with it. */
-static void stream_maybe_free(struct h2up_stream *s)
-{
-    if (s->detached && (s->closed || defer_freed(&s->c->defer)))
-        stream_free(s);
 }
 
 static struct h2up_stream *stream_new(struct h2up *c, const struct h2up_ops *ops, void *arg)
@@ -303,15 +337,15 @@ static void h2up_after(struct h2up *c, bool all_failed)
     struct h2up_stream *s;
 
     for (s = c->streams; s != NULL && all_failed; s = s->next) {
-        if (!s->ended)
-            s->failed = true;
-        if (s->failed && !s->waiting) /* the queue is told by waiters_tell */
+        if (s->rstate != H2UP_R_DONE)
+            stream_fail(s);
+        if (stream_failed(s) && s->life != H2UP_S_QUEUED) /* the queue: waiters_tell */
             touch(s);
     }
     while ((s = c->touched) != NULL) {
         untouch(s);
-        if (!s->detached && !s->waiting)
-            s->ops->after(s->arg, s->failed);
+        if (s->life != H2UP_S_DETACHED && s->life != H2UP_S_QUEUED)
+            s->ops->after(s->arg, stream_failed(s));
     }
 }
 
@@ -321,7 +355,7 @@ static struct h2up_stream *first_waiting(struct h2up *c)
     struct h2up_stream *s;
 
     for (s = c->streams; s != NULL && c->nwaiting > 0; s = s->next)
-        if (s->waiting && !s->detached)
+        if (s->life == H2UP_S_QUEUED)
             return s;
     return NULL;
 }
@@ -348,17 +382,18 @@ static void waiters_place(struct h2up *c)
 {
     struct h2up_stream *s;
 
-    c->settled = true;
+    if (c->state == H2UP_C_SETTLING)
+        conn_set_state(c, H2UP_C_OPEN);
     while (!defer_freed(&c->defer) && (s = first_waiting(c)) != NULL) {
         uint32_t max =
             nghttp2_session_get_remote_settings(c->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
 
-        if (c->closing || c->nstreams - c->nwaiting >= max ||
+        if (conn_closing(c) || c->nstreams - c->nwaiting >= max ||
             !nghttp2_session_check_request_allowed(c->ng)) {
             waiters_tell(c, H2UP_PLACED_RETRY, UPSTREAM_OK);
             break;
         }
-        s->waiting = false;
+        stream_set_life(s, H2UP_S_PLACED);
         c->nwaiting--;
         s->ops->placed(s->arg, H2UP_PLACED_OPEN, UPSTREAM_OK);
     }
@@ -377,9 +412,9 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
     struct h2up_stream *s = stream_of(user, f->hd.stream_id);
     struct http_head *h;
 
-    if (s == NULL || s->detached)
+    if (s == NULL || s->life == H2UP_S_DETACHED)
         return 0;
-    h = s->final ? &s->trailers : &s->resp.head;
+    h = s->rstate != H2UP_R_HEAD ? &s->trailers : &s->resp.head;
     if (nlen == 7 && memcmp(name, ":status", 7) == 0) {
         int st = vlen == 3 ? (value[0] - '0') * 100 + (value[1] - '0') * 10 + (value[2] - '0') : 0;
 
@@ -389,7 +424,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
     }
     if (name[0] == ':')
         return 0; /* nghttp2 refused any other pseudo-header already */
-    if (nlen == 14 && memcmp(name, "content-length", 14) == 0 && !s->final) {
+    if (nlen == 14 && memcmp(name, "content-length", 14) == 0 && s->rstate == H2UP_R_HEAD) {
         s->resp.content_length = strtoull((const char *)value, NULL, 10);
         s->resp.body = HTTP1_BODY_LENGTH;
     }
@@ -401,25 +436,24 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
 /* A HEADERS frame complete: an interim or the final response head, or trailers. */
 static void on_headers(struct h2up_stream *s, bool end)
 {
-    int rc;
+    bool final = s->resp.head.status >= 200;
 
-    if (s->final) {
+    if (s->rstate == H2UP_R_BODY) {
         if (s->ops->cb.on_trailers != NULL)
             s->ops->cb.on_trailers(s->arg, &s->trailers);
         return;
     }
-    if (s->resp.head.status >= 200) {
-        s->final = true;
+    if (final) {
+        stream_set_resp(s, H2UP_R_BODY);
         if (end)
             s->resp.body = HTTP1_BODY_NONE;
         else if (s->resp.body != HTTP1_BODY_LENGTH)
             s->resp.body = HTTP1_BODY_CHUNKED; /* length unknown: until END_STREAM */
     }
     s->resp.keep_alive = true;
-    rc = s->ops->cb.on_head(s->arg, &s->resp);
-    if (rc < 0)
-        s->failed = true;
-    if (!s->final) { /* an interim response: the next head starts clean */
+    if (s->ops->cb.on_head(s->arg, &s->resp) < 0)
+        stream_fail(s);
+    if (!final) { /* an interim response: the next head starts clean */
         httphead_reset(&s->resp.head);
         s->resp.body = HTTP1_BODY_NONE;
     }
@@ -432,24 +466,25 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *user
     bool end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
 
     if (f->hd.type == NGHTTP2_GOAWAY) {
-        c->closing = true;
+        conn_going(c);
         return 0;
     }
     if (f->hd.type == NGHTTP2_SETTINGS && (f->hd.flags & NGHTTP2_FLAG_ACK) == 0) {
-        c->got_settings = true;
+        if (c->state == H2UP_C_PREFACE)
+            conn_set_state(c, H2UP_C_SETTLING);
         return 0;
     }
-    if (s == NULL || s->detached || s->failed)
+    if (s == NULL || s->life == H2UP_S_DETACHED || stream_failed(s))
         return 0;
     if (f->hd.type == NGHTTP2_HEADERS) {
         touch(s);
         on_headers(s, end);
     }
-    if (end && (f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) && !s->failed) {
-        s->ended = true;
+    if (end && (f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) && !stream_failed(s)) {
+        stream_set_resp(s, H2UP_R_DONE);
         touch(s);
         if (s->ops->cb.on_done(s->arg) < 0)
-            s->failed = true;
+            stream_fail(s);
     }
     return 0;
 }
@@ -461,14 +496,14 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
     struct h2up_stream *s = stream_of(c, id);
 
     nghttp2_session_consume_connection(ng, len);
-    if (s == NULL || s->detached || s->failed) {
+    if (s == NULL || s->life == H2UP_S_DETACHED || stream_failed(s)) {
         nghttp2_session_consume_stream(ng, id, len);
         return 0;
     }
     touch(s);
     s->unconsumed += len;
     if (s->ops->cb.on_body(s->arg, (const char *)data, len) < 0)
-        s->failed = true;
+        stream_fail(s);
     return 0;
 }
 
@@ -480,13 +515,17 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
     if (s == NULL)
         return 0;
     nghttp2_session_set_stream_user_data(ng, id, NULL);
-    s->closed = true;
-    s->refused = code == NGHTTP2_REFUSED_STREAM && !s->final && s->resp.head.status == 0;
-    if (!s->ended && !s->detached) {
-        s->failed = true;
+    if (s->life == H2UP_S_DETACHED) { /* the exchange let go already */
+        stream_free(s);
+        return 0;
+    }
+    stream_set_life(s, H2UP_S_CLOSED);
+    if (code == NGHTTP2_REFUSED_STREAM && s->rstate == H2UP_R_HEAD && s->resp.head.status == 0)
+        stream_set_resp(s, H2UP_R_REFUSED);
+    if (s->rstate != H2UP_R_DONE) {
+        stream_fail(s);
         touch(s);
     }
-    stream_maybe_free(s);
     return 0;
 }
 
@@ -494,57 +533,22 @@ static ssize_t data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
                          nghttp2_data_source *src, void *user)
 {
     struct h2up_stream *s = src->ptr;
-    size_t n = evbuffer_get_length(s->out);
+    ssize_t n = h2glue_data(s->out, s->out_eof, &s->deferred, buf, len, flags);
 
-    if (n == 0 && !s->out_eof) {
-        s->deferred = true;
-        return NGHTTP2_ERR_DEFERRED;
-    }
-    if (n > len)
-        n = len;
-    if (n > 0 && evbuffer_remove(s->out, buf, n) != (int)n)
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    if (s->want_more && evbuffer_get_length(s->out) <= VG_H2_STREAM_OUT_CAP / 2)
+    if (n >= 0 && s->want_more && evbuffer_get_length(s->out) <= VG_H2_STREAM_OUT_CAP / 2)
         event_active(s->c->resume, EV_TIMEOUT, 1);
-    if (s->out_eof && evbuffer_get_length(s->out) == 0)
-        *flags |= NGHTTP2_DATA_FLAG_EOF;
-    return (ssize_t)n;
+    return n;
 }
 
 /* ---- the connection --------------------------------------------------------------------- */
 
-/* Frames for the upstream, each staged in a block wiped when libevent lets go of it. */
+/* Frames for the upstream, staged in blocks wiped when libevent lets go of them. */
 static void h2up_send(struct h2up *c)
 {
-    for (;;) {
-        const uint8_t *p;
-        ssize_t n;
-        void *blk;
-
-        if (defer_freed(&c->defer) || bevio_pending(&c->io) >= VG_CONN_OUT_CAP)
-            break;
-        n = nghttp2_session_mem_send(c->ng, &p);
-        if (n <= 0) {
-            if (n < 0)
-                c->closing = true;
-            break;
-        }
-        blk = malloc((size_t)n);
-        if (blk == NULL) {
-            c->closing = true;
-            break;
-        }
-        memcpy(blk, p, (size_t)n);
-        if (evbuffer_add_reference(c->io.stage, blk, (size_t)n, wipe_block, NULL) < 0) {
-            wipe_block(blk, (size_t)n, NULL);
-            c->closing = true;
-            break;
-        }
-        c->io.nocopy = true;
-    }
     if (defer_freed(&c->defer))
         return;
-    bevio_push(&c->io);
+    if (h2glue_send(c->ng, &c->io, true) < 0)
+        conn_going(c);
     /* a request nghttp2 could not start (a GOAWAY came after it was submitted) was closed
      * while sending: its exchange hears of it now */
     h2up_after(c, false);
@@ -554,7 +558,7 @@ static void h2up_close_conn(struct h2up *c, bool failed)
 {
     if (defer_freed(&c->defer))
         return;
-    c->closing = true;
+    conn_set_state(c, H2UP_C_CLOSED);
     waiters_tell(c, H2UP_PLACED_RETRY, UPSTREAM_OK);
     h2up_after(c, failed);
     h2up_unlink(c);
@@ -594,24 +598,22 @@ static void read_cb(struct bufferevent *bev, void *arg)
     h2up_enter(c);
     bevio_pull(bev);
     while (!defer_freed(&c->defer) && evbuffer_get_length(in) > 0) {
-        struct evbuffer_iovec v;
-        ssize_t n;
+        ssize_t n = h2glue_recv(c->ng, in, NULL);
+        uint32_t code;
 
-        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
-            break;
-        n = nghttp2_session_mem_recv(c->ng, v.iov_base, v.iov_len);
         if (n < 0) {
-            log_eventf(LOG_INFO, "upstream_error", "h2_protocol", "%s", nghttp2_strerror((int)n));
+            log_eventf(LOG_INFO, "upstream_error", "h2_protocol", "%s",
+                       h2glue_recv_error(n, &code));
             h2up_close_conn(c, true);
-            break;
         }
-        evbuffer_drain(in, (size_t)n);
+        if (n <= 0)
+            break;
     }
     if (!defer_freed(&c->defer)) {
         h2up_after(c, false);
-        if (!c->settled && (c->got_settings || c->closing))
+        if (c->state == H2UP_C_SETTLING || (conn_closing(c) && c->nwaiting > 0))
             waiters_place(c);
-        if (c->closing)
+        if (conn_closing(c))
             idle_arm(c); /* after a GOAWAY, a connection without streams goes at once */
     }
     if (!defer_freed(&c->defer))
@@ -643,7 +645,7 @@ static void idle_cb(evutil_socket_t fd, short what, void *arg)
     struct h2up *c = arg;
 
     h2up_enter(c);
-    if (c->nstreams == 0 && !c->dialing)
+    if (c->nstreams == 0 && !conn_unconnected(c))
         h2up_close_conn(c, false);
     h2up_leave(c);
 }
@@ -655,7 +657,7 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
     struct h2up_stream *s, *next;
 
     h2up_enter(c);
-    if (c->fated) { /* a dial that ended without a connection: its queue learns how */
+    if (c->state == H2UP_C_UNDIALED) { /* its queue learns how the dial ended */
         waiters_tell(c, c->fate, c->fate_err);
         h2up_close_conn(c, false);
         h2up_leave(c);
@@ -664,7 +666,7 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
     /* the streams are walked only while one of them waits for body room */
     for (s = c->streams; s != NULL && !defer_freed(&c->defer) && c->nwant_more > 0; s = next) {
         next = s->next;
-        if (s->want_more && !s->detached &&
+        if (s->want_more && s->life != H2UP_S_DETACHED &&
             evbuffer_get_length(s->out) <= VG_H2_STREAM_OUT_CAP / 2) {
             s->want_more = false;
             c->nwant_more--;
@@ -677,32 +679,27 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
 
 static int session_new(struct h2up *c)
 {
-    nghttp2_session_callbacks *cb = NULL;
-    nghttp2_option *opt = NULL;
-    nghttp2_settings_entry iv[] = {
+    static const nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2UP_STREAM_WINDOW},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, VG_HEAD_MAX_BYTES + 32 * VG_HEAD_MAX_FIELDS},
     };
-    int rc = -1;
+    static const struct h2glue_setup how = {
+        .server = false,
+        .http_checks = true, /* nghttp2 validates the upstream's responses */
+        .iv = iv,
+        .niv = sizeof(iv) / sizeof(iv[0]),
+        .peer_max_streams = H2UP_PEER_STREAMS,
+        .conn_window = H2UP_CONN_WINDOW,
+        .header = on_header,
+        .frame_recv = on_frame_recv,
+        .data_chunk = on_data_chunk,
+        .stream_close = on_stream_close,
+    };
 
-    if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&opt) != 0)
-        goto out;
-    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
-    nghttp2_option_set_no_auto_window_update(opt, 1);
-    nghttp2_option_set_peer_max_concurrent_streams(opt, 100);
-    if (nghttp2_session_client_new3(&c->ng, cb, c, opt, &wiping_mem) != 0 ||
-        nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0 ||
-        nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0, H2UP_CONN_WINDOW) != 0)
-        goto out;
-    rc = 0;
-out:
-    nghttp2_session_callbacks_del(cb);
-    nghttp2_option_del(opt);
-    return rc;
+    /* wiping: header blocks carry the injected secret */
+    h2glue_mem_init(&c->mem, true);
+    return h2glue_session_new(&c->ng, &how, c, &c->mem);
 }
 
 /* ---- the exchange's side ---------------------------------------------------------------- */
@@ -717,9 +714,9 @@ struct h2up_stream *h2up_open(struct worker *w, const char *host, int port,
     for (struct h2up *c = *head_of(w); c != NULL; c = c->next) {
         uint32_t max;
 
-        if (c->closing || c->port != port || strcmp(c->host, host) != 0)
+        if (conn_closing(c) || c->port != port || strcmp(c->host, host) != 0)
             continue;
-        if (!c->settled) { /* being made: its room is not known yet */
+        if (conn_queues(c)) { /* being made: its room is not known yet */
             if (wait_on == NULL && c->nstreams < H2UP_WAIT_MAX)
                 wait_on = c;
             continue;
@@ -733,7 +730,7 @@ struct h2up_stream *h2up_open(struct worker *w, const char *host, int port,
     }
     if (wait_on == NULL || (s = stream_new(wait_on, ops, arg)) == NULL)
         return NULL;
-    s->waiting = true;
+    stream_set_life(s, H2UP_S_QUEUED);
     wait_on->nwaiting++;
     *how = H2UP_WAITING;
     return s;
@@ -762,11 +759,7 @@ static struct h2up *conn_new(struct worker *w, const char *host, int port)
 
 struct h2up *h2up_dial(struct worker *w, const char *host, int port)
 {
-    struct h2up *c = conn_new(w, host, port);
-
-    if (c != NULL)
-        c->dialing = true;
-    return c;
+    return conn_new(w, host, port); /* H2UP_C_DIALING */
 }
 
 void h2up_dial_end(struct h2up **dp, enum h2up_placed p, enum upstream_err err)
@@ -777,8 +770,7 @@ void h2up_dial_end(struct h2up **dp, enum h2up_placed p, enum upstream_err err)
         return;
     *dp = NULL;
     /* told from the loop: the exchange ending the dial may be inside its transport's teardown */
-    c->closing = true;
-    c->fated = true;
+    conn_set_state(c, H2UP_C_UNDIALED);
     c->fate = p;
     c->fate_err = err;
     event_active(c->resume, EV_TIMEOUT, 1);
@@ -797,7 +789,6 @@ struct h2up_stream *h2up_attach(struct worker *w, struct h2up **dp, const char *
         bufferevent_free(bev);
         return NULL;
     }
-    c->dialing = false;
     c->route_tunnel = route_tunnel;
     c->io.bev = bev;
     if (session_new(c) < 0 || (s = stream_new(c, ops, arg)) == NULL) {
@@ -805,10 +796,10 @@ struct h2up_stream *h2up_attach(struct worker *w, struct h2up **dp, const char *
         bufferevent_free(bev);
         nghttp2_session_del(c->ng);
         c->ng = NULL;
-        c->dialing = true; /* no session: the queue is told from the loop */
-        h2up_dial_end(&c, H2UP_PLACED_RETRY, UPSTREAM_OK);
+        h2up_dial_end(&c, H2UP_PLACED_RETRY, UPSTREAM_OK); /* the queue is told from the loop */
         return NULL;
     }
+    conn_set_state(c, H2UP_C_PREFACE);
     bevio_release_always(bev);
     bufferevent_setcb(bev, read_cb, write_cb, event_cb, c);
     bufferevent_setwatermark(bev, EV_READ, 0, VG_CONN_IN_MAX);
@@ -827,7 +818,7 @@ bool h2up_route_tunnel(const struct h2up_stream *s)
 
 bool h2up_refused(const struct h2up_stream *s)
 {
-    return s->refused;
+    return s->rstate == H2UP_R_REFUSED;
 }
 
 static void nv_set(nghttp2_nv *nv, const char *n, size_t nl, const char *v, size_t vl,
@@ -904,16 +895,15 @@ int h2up_request(struct h2up_stream *s, const struct http_head *h, bool no_body,
     s->id = nghttp2_submit_request(s->c->ng, NULL, nv, (size_t)n, no_body ? NULL : &dp, s);
     if (s->id < 0)
         return -1;
+    stream_set_life(s, H2UP_S_OPEN);
     event_active(s->c->resume, EV_TIMEOUT, 1); /* the frames go out from the loop */
     return 0;
 }
 
 static void stream_resume(struct h2up_stream *s)
 {
-    if (s->deferred && s->id >= 0) {
-        s->deferred = false;
-        nghttp2_session_resume_data(s->c->ng, s->id);
-    }
+    if (s->id >= 0)
+        h2glue_resume(s->c->ng, s->id, &s->deferred);
     event_active(s->c->resume, EV_TIMEOUT, 1);
 }
 
@@ -947,7 +937,7 @@ int h2up_body_end(struct h2up_stream *s)
 
 void h2up_consume(struct h2up_stream *s)
 {
-    if (s->unconsumed > 0 && s->id >= 0 && !s->closed) {
+    if (s->unconsumed > 0 && s->life == H2UP_S_OPEN) {
         nghttp2_session_consume_stream(s->c->ng, s->id, s->unconsumed);
         event_active(s->c->resume, EV_TIMEOUT, 1);
     }
@@ -961,17 +951,16 @@ void h2up_close(struct h2up_stream **sp)
     if (s == NULL)
         return;
     *sp = NULL;
-    s->detached = true;
-    if (!s->closed && !defer_freed(&s->c->defer) && s->id >= 0) {
-        /* an answer still coming, or a request body that will not be completed (the server
-         * answered early): either way the stream would stay open on both sides */
-        if (!s->ended || !s->out_eof)
-            nghttp2_submit_rst_stream(s->c->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
-        event_active(s->c->resume, EV_TIMEOUT, 1);
+    if (s->life != H2UP_S_OPEN || defer_freed(&s->c->defer)) {
+        stream_free(s); /* closed, never submitted, or its connection is gone */
+        return;
     }
-    if (s->id < 0)
-        s->closed = true; /* never submitted */
-    stream_maybe_free(s);
+    /* an answer still coming, or a request body that will not be completed (the server
+     * answered early): either way the stream would stay open on both sides */
+    if (s->rstate != H2UP_R_DONE || !s->out_eof)
+        nghttp2_submit_rst_stream(s->c->ng, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+    event_active(s->c->resume, EV_TIMEOUT, 1);
+    stream_set_life(s, H2UP_S_DETACHED); /* freed when nghttp2 closes it */
 }
 
 void h2up_free_all(struct worker *w)

@@ -281,11 +281,10 @@ static int default_state_dir(struct run_opts *o)
 }
 
 /* Checks that need the whole option set; fills the defaults. 0 or EXIT_USAGE. */
-static int check_opts(struct run_opts *o, struct worker_shared *sh, struct upstream_config *uc,
-                      char *buf, size_t buflen)
+/* The options that stand alone: defaults filled in, then each checked. 0 or an exit code. */
+static int check_basic_opts(struct run_opts *o)
 {
     char err[512];
-    size_t n = 0;
 
     if (o->state_dir == NULL && default_state_dir(o) != 0)
         return EXIT_USAGE;
@@ -314,6 +313,16 @@ static int check_opts(struct run_opts *o, struct worker_shared *sh, struct upstr
 
         o->threads = nc < 1 ? 1 : (nc > VG_WORKERS_MAX ? VG_WORKERS_MAX : (int)nc);
     }
+    return 0;
+}
+
+/* The upstream side: pins, resolvers, private ranges, CA, upstream proxy and timeouts, checked
+ * as one. 0 or an exit code. */
+static int check_upstream_opts(struct run_opts *o, struct worker_shared *sh,
+                               struct upstream_config *uc)
+{
+    char err[512];
+
     uc->pins = o->resolve.v;
     uc->npins = o->resolve.n;
     uc->dns_servers = o->dns.v;
@@ -330,29 +339,41 @@ static int check_opts(struct run_opts *o, struct worker_shared *sh, struct upstr
                                     streams), or the pool churns */
     if (upstream_config_check(uc, err, sizeof(err)) < 0)
         return cli_usage_error(RUN_CMD, "%s", err);
-    /* every listener kind: TLS (SNI), plain HTTP (Host), explicit proxy (CONNECT) */
+    return 0;
+}
+
+/* Parses the addresses of one listener kind into sh->addrs from *n on. 0 or an exit code. */
+static int parse_listen_list(const struct cli_list *l, enum listen_kind kind, const char *opt,
+                             struct worker_shared *sh, size_t *n)
+{
+    char err[512];
+
+    for (size_t i = 0; i < l->n; i++) {
+        if (listen_parse_addr(l->v[i], kind, &sh->addrs[*n], err, sizeof(err)))
+            return cli_usage_error(RUN_CMD, "%s: %s", opt, err);
+        (*n)++;
+    }
+    return 0;
+}
+
+/* Every listener kind: TLS (SNI), plain HTTP (Host), explicit proxy (CONNECT), DNS; none on the
+ * admin address. 0 or an exit code. */
+static int check_listen_opts(struct run_opts *o, struct worker_shared *sh)
+{
+    size_t n = 0;
+    int rc;
+
     if ((o->dns_answers.have_v4 || o->dns_answers.have_v6) && o->listen_dns.n == 0)
         return cli_usage_error(RUN_CMD, "--dns-answer: needs --listen-dns");
     sh->dns = o->dns_answers;
     sh->addrs = calloc(o->https.n + o->http.n + o->proxy.n + o->listen_dns.n, sizeof(sh->addrs[0]));
     if (sh->addrs == NULL)
         return cli_usage_error(RUN_CMD, "out of memory");
-    for (size_t i = 0; i < o->https.n; i++) {
-        if (listen_parse_addr(o->https.v[i], LISTEN_HTTPS, &sh->addrs[n++], err, sizeof(err)))
-            return cli_usage_error(RUN_CMD, "--listen-https: %s", err);
-    }
-    for (size_t i = 0; i < o->http.n; i++) {
-        if (listen_parse_addr(o->http.v[i], LISTEN_HTTP, &sh->addrs[n++], err, sizeof(err)))
-            return cli_usage_error(RUN_CMD, "--listen-http: %s", err);
-    }
-    for (size_t i = 0; i < o->proxy.n; i++) {
-        if (listen_parse_addr(o->proxy.v[i], LISTEN_PROXY, &sh->addrs[n++], err, sizeof(err)))
-            return cli_usage_error(RUN_CMD, "--listen-proxy: %s", err);
-    }
-    for (size_t i = 0; i < o->listen_dns.n; i++) {
-        if (listen_parse_addr(o->listen_dns.v[i], LISTEN_DNS, &sh->addrs[n++], err, sizeof(err)))
-            return cli_usage_error(RUN_CMD, "--listen-dns: %s", err);
-    }
+    if ((rc = parse_listen_list(&o->https, LISTEN_HTTPS, "--listen-https", sh, &n)) != 0 ||
+        (rc = parse_listen_list(&o->http, LISTEN_HTTP, "--listen-http", sh, &n)) != 0 ||
+        (rc = parse_listen_list(&o->proxy, LISTEN_PROXY, "--listen-proxy", sh, &n)) != 0 ||
+        (rc = parse_listen_list(&o->listen_dns, LISTEN_DNS, "--listen-dns", sh, &n)) != 0)
+        return rc;
     if (n > VG_LISTENERS_MAX)
         return cli_usage_error(RUN_CMD, "more than %d listeners", VG_LISTENERS_MAX);
     /* both would bind (neither listens yet), and the listener's listen() would then blame
@@ -363,9 +384,20 @@ static int check_opts(struct run_opts *o, struct worker_shared *sh, struct upstr
                                    sh->addrs[i].label);
     }
     sh->naddrs = n;
+    return 0;
+}
+
+/* Checks that need the whole option set; fills the defaults. 0 or EXIT_USAGE. */
+static int check_opts(struct run_opts *o, struct worker_shared *sh, struct upstream_config *uc,
+                      char *buf, size_t buflen)
+{
+    int rc;
+
     (void)buf;
     (void)buflen;
-    return 0;
+    if ((rc = check_basic_opts(o)) != 0 || (rc = check_upstream_opts(o, sh, uc)) != 0)
+        return rc;
+    return check_listen_opts(o, sh);
 }
 
 /* ---- status for the admin API ----------------------------------------------------------- */

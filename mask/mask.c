@@ -51,10 +51,6 @@
 /* A value's base64 forms: three alignments in two alphabets. */
 #define MASK_B64_FORMS 6
 
-/* Matchers of one credential's forms, each value's base64 forms included: mask_head keeps its
- * scratch runs on the stack up to this many (a secret's earlier values add more). */
-#define MASK_HEAD_RUNS (INJECT_MAX_FORMS * (1 + MASK_B64_FORMS))
-
 /* The shared filter is left for the rest of a feed once it has stopped more than once per this
  * many bytes (and more than this many times). */
 #define MASK_SHARED_RATE 16
@@ -62,7 +58,8 @@
 struct mask {
     struct mask_spell **spell; /* cap each: every form given, and each value's base64 forms */
     struct mask_spell_run **run;
-    size_t *done; /* mask_scan_shared's scratch */
+    struct mask_spell_run **hrun; /* mask_head's, made at its first call and kept (reset) */
+    size_t *done;                 /* mask_scan_shared's scratch */
     size_t nforms, cap;
     struct mask_filter *filter; /* several forms: where any can begin (AVX2), or NULL */
     size_t maxhold;             /* the most bytes any form can hold back */
@@ -188,9 +185,12 @@ void mask_free(struct mask **mp)
     m = *mp;
     for (size_t i = 0; i < m->nforms; i++) {
         mask_spell_run_free(&m->run[i]);
+        if (m->hrun != NULL)
+            mask_spell_run_free(&m->hrun[i]);
         mask_spell_free(&m->spell[i]);
     }
     free(m->run);
+    free(m->hrun);
     free(m->spell);
     free(m->done);
     mask_filter_free(&m->filter);
@@ -516,15 +516,31 @@ static size_t mask_head_all(struct http_head *h)
     return 1;
 }
 
-size_t mask_head(const struct mask *m, struct http_head *h)
+/*
+ * mask_head's matchers, one per form: made at the first call and kept with the masker (which the
+ * worker keeps for the next response), so heads after the first allocate nothing. NULL when the
+ * array cannot be had; a run that cannot be made stays NULL and mask_string stars its strings.
+ */
+static struct mask_spell_run **mask_head_runs(struct mask *m)
 {
-    struct mask_spell_run *stack[MASK_HEAD_RUNS] = {NULL}, **runs = stack;
+    if (m->hrun == NULL && m->nforms > 0) {
+        if ((m->hrun = calloc(m->nforms, sizeof(*m->hrun))) == NULL)
+            return NULL;
+        for (size_t k = 0; k < m->nforms; k++)
+            m->hrun[k] = mask_spell_run_new(m->spell[k]);
+    }
+    return m->hrun;
+}
+
+size_t mask_head(struct mask *m, struct http_head *h)
+{
+    struct mask_spell_run **runs;
     size_t n = 0;
 
-    if (m->nforms > MASK_HEAD_RUNS && (runs = calloc(m->nforms, sizeof(*runs))) == NULL)
+    if (m->nforms == 0)
+        return 0;
+    if ((runs = mask_head_runs(m)) == NULL)
         return mask_head_all(h);
-    for (size_t k = 0; k < m->nforms; k++)
-        runs[k] = mask_spell_run_new(m->spell[k]);
     if (h->reason != NULL)
         n += mask_string(m, runs, (char *)h->reason, strlen(h->reason));
     for (size_t i = 0; i < h->nfields; i++) {
@@ -537,10 +553,11 @@ size_t mask_head(const struct mask *m, struct http_head *h)
         else
             n += mask_string(m, runs, (char *)f->value, f->value_len);
     }
-    for (size_t k = 0; k < m->nforms; k++)
-        mask_spell_run_free(&runs[k]);
-    if (runs != stack)
-        free(runs);
+    /* what the last string left in the matchers is wiped now, not when the masker goes */
+    for (size_t k = 0; k < m->nforms; k++) {
+        if (runs[k] != NULL)
+            mask_spell_run_reset(runs[k]);
+    }
     return n;
 }
 

@@ -58,7 +58,8 @@
 struct mask {
     struct mask_spell **spell; /* cap each: every form given, and each value's base64 forms */
     struct mask_spell_run **run;
-    struct mask_spell_run **hrun; /* mask_head's, made at its first call and kept (reset) */
+    struct mask_spell_run **hrun; /* mask_head's (the second half of run's array), made at its
+                                   * first call and kept, reset */
     size_t *done;                 /* mask_scan_shared's scratch */
     size_t nforms, cap;
     struct mask_filter *filter; /* several forms: where any can begin (AVX2), or NULL */
@@ -144,9 +145,10 @@ struct mask *mask_new(const struct inject_form *forms, size_t nforms)
         goto out;
     m->cap = nforms * (1 + MASK_B64_FORMS);
     if (m->cap > 0 && ((m->spell = calloc(m->cap, sizeof(*m->spell))) == NULL ||
-                       (m->run = calloc(m->cap, sizeof(*m->run))) == NULL ||
+                       (m->run = calloc(2 * m->cap, sizeof(*m->run))) == NULL ||
                        (m->done = calloc(m->cap, sizeof(*m->done))) == NULL))
         goto out;
+    m->hrun = m->run != NULL ? m->run + m->cap : NULL;
     for (size_t i = 0; i < nforms; i++) {
         size_t len = forms[i].len;
 
@@ -185,12 +187,10 @@ void mask_free(struct mask **mp)
     m = *mp;
     for (size_t i = 0; i < m->nforms; i++) {
         mask_spell_run_free(&m->run[i]);
-        if (m->hrun != NULL)
-            mask_spell_run_free(&m->hrun[i]);
+        mask_spell_run_free(&m->hrun[i]);
         mask_spell_free(&m->spell[i]);
     }
     free(m->run);
-    free(m->hrun);
     free(m->spell);
     free(m->done);
     mask_filter_free(&m->filter);
@@ -504,43 +504,18 @@ static size_t mask_bin(const struct mask *m, struct mask_spell_run **runs, char 
     return n + mask_string(m, runs, s, len);
 }
 
-/* Stars every string of a head: when there is no room to look, each might hold a secret. */
-static size_t mask_head_all(struct http_head *h)
-{
-    if (h->reason != NULL)
-        memset((char *)h->reason, '*', strlen(h->reason));
-    for (size_t i = 0; i < h->nfields; i++) {
-        memset((char *)h->fields[i].name, '*', h->fields[i].name_len);
-        memset((char *)h->fields[i].value, '*', h->fields[i].value_len);
-    }
-    return 1;
-}
-
-/*
- * mask_head's matchers, one per form: made at the first call and kept with the masker (which the
- * worker keeps for the next response), so heads after the first allocate nothing. NULL when the
- * array cannot be had; a run that cannot be made stays NULL and mask_string stars its strings.
- */
-static struct mask_spell_run **mask_head_runs(struct mask *m)
-{
-    if (m->hrun == NULL && m->nforms > 0) {
-        if ((m->hrun = calloc(m->nforms, sizeof(*m->hrun))) == NULL)
-            return NULL;
-        for (size_t k = 0; k < m->nforms; k++)
-            m->hrun[k] = mask_spell_run_new(m->spell[k]);
-    }
-    return m->hrun;
-}
-
 size_t mask_head(struct mask *m, struct http_head *h)
 {
-    struct mask_spell_run **runs;
+    struct mask_spell_run **runs = m->hrun;
     size_t n = 0;
 
-    if (m->nforms == 0)
-        return 0;
-    if ((runs = mask_head_runs(m)) == NULL)
-        return mask_head_all(h);
+    /* matchers of its own, made at the first head and kept with the masker (which the worker
+     * keeps for the next response), so later heads allocate nothing; one that cannot be made
+     * stays NULL and mask_string stars the strings */
+    for (size_t k = 0; k < m->nforms; k++) {
+        if (runs[k] == NULL)
+            runs[k] = mask_spell_run_new(m->spell[k]);
+    }
     if (h->reason != NULL)
         n += mask_string(m, runs, (char *)h->reason, strlen(h->reason));
     for (size_t i = 0; i < h->nfields; i++) {

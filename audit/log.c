@@ -45,16 +45,18 @@ bool log_enabled(enum log_level level)
     return (int)level <= atomic_load(&log_level);
 }
 
+/* A line being formatted into LOG_LINE_MAX bytes at buf: the batch's free space, or a stack
+ * buffer when lines are written one by one. */
 struct line {
-    char buf[LOG_LINE_MAX];
+    char *buf;
     size_t len;
 };
 
 /* Appends n bytes, truncating at the end of the line (room is kept for the closing "}\n"). */
 static void put_mem(struct line *l, const char *s, size_t n)
 {
-    if (l->len + n >= sizeof(l->buf) - 2)
-        n = sizeof(l->buf) - 2 - l->len;
+    if (l->len + n >= LOG_LINE_MAX - 2)
+        n = LOG_LINE_MAX - 2 - l->len;
     memcpy(l->buf + l->len, s, n);
     l->len += n;
 }
@@ -226,9 +228,10 @@ static void put_time(struct line *l)
 }
 
 /*
- * Per-thread batching (log_batch_begin): info and debug lines collect here and go out with one
- * write(2) when the owner calls log_flush() (a worker: once per event-loop turn), when the next
- * line would not fit, or ahead of an error or warning line, which is written at once. Only whole
+ * Per-thread batching (log_batch_begin): info and debug lines are formatted straight into this
+ * buffer and go out with one write(2) when the owner calls log_flush() (a worker: once per
+ * event-loop turn), when less than a line's room (LOG_LINE_MAX) is left for the next one, or
+ * ahead of an error or warning line, which is written at once. Only whole
  * lines are written, so lines of different threads never interleave, and a thread's lines keep
  * their order.
  */
@@ -277,28 +280,43 @@ void log_batch_end(void)
     batch.wake = NULL;
 }
 
-/* One finished line: into this thread's batch, or out at once. */
-static void emit(enum log_level level, const char *p, size_t n)
+/*
+ * Where the line of an event at level is formatted: straight into this thread's batch (written
+ * first when it has less than a line's room left), so a batched line is never copied; else
+ * into stack (LOG_LINE_MAX bytes).
+ */
+static char *line_start(enum log_level level, char *stack)
 {
-    if (batch.on && level >= LOG_INFO) {
-        if (batch.len + n > sizeof(batch.buf))
-            log_flush();
-        memcpy(batch.buf + batch.len, p, n);
-        if (batch.len == 0 && batch.wake != NULL)
+    if (!batch.on || level < LOG_INFO)
+        return stack;
+    if (sizeof(batch.buf) - batch.len < LOG_LINE_MAX)
+        log_flush();
+    return batch.buf + batch.len;
+}
+
+/* The finished line l: kept in the batch it was formatted into, or written out at once. */
+static void line_end(const struct line *l, char *stack)
+{
+    if (l->buf != stack) {
+        bool first = batch.len == 0;
+
+        batch.len += l->len;
+        if (first && batch.wake != NULL)
             batch.wake(batch.arg);
-        batch.len += n;
         return;
     }
     log_flush();
-    write_all(p, n);
+    write_all(l->buf, l->len);
 }
 
 void log_event(enum log_level level, const char *event, const struct log_fields *f)
 {
+    char stack[LOG_LINE_MAX];
     struct line l;
 
     if (!log_enabled(level))
         return;
+    l.buf = line_start(level, stack);
     l.len = 0;
     PUT_LIT(&l, "{\"time\":\"");
     put_time(&l);
@@ -309,7 +327,7 @@ void log_event(enum log_level level, const char *event, const struct log_fields 
         put_fields(&l, f);
     l.buf[l.len++] = '}';
     l.buf[l.len++] = '\n';
-    emit(level, l.buf, l.len);
+    line_end(&l, stack);
 }
 
 void log_eventf(enum log_level level, const char *event, const char *reason, const char *fmt, ...)

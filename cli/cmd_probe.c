@@ -133,6 +133,63 @@ static void proxy_status_run(const char *resp, char *run)
     run[n] = '\0';
 }
 
+/*
+ * Handshakes, sends the probe request and reads the answer (until the peer closes, the buffer
+ * is full or the deadline) into resp (PROBE_RESP_MAX + 1, NUL-terminated). 0, or -1 when the
+ * handshake or the request did not get through.
+ */
+static int probe_converse(SSL *ssl, int fd, double deadline, char *resp)
+{
+    const char *req = "GET / HTTP/1.1\r\nHost: " PROBE_HOST "\r\nConnection: close\r\n\r\n";
+    size_t got = 0, sent = 0;
+    int n;
+
+    while ((n = SSL_connect(ssl)) != 1) {
+        if (wait_ssl(ssl, n, fd, deadline) != 0)
+            return -1;
+    }
+    while (sent < strlen(req)) {
+        n = SSL_write(ssl, req + sent, (int)(strlen(req) - sent));
+        if (n > 0)
+            sent += (size_t)n;
+        else if (wait_ssl(ssl, n, fd, deadline) != 0)
+            return -1;
+    }
+    while (got < PROBE_RESP_MAX) {
+        n = SSL_read(ssl, resp + got, (int)(PROBE_RESP_MAX - got));
+        if (n > 0) {
+            got += (size_t)n;
+            continue;
+        }
+        if (SSL_get_error(ssl, n) == SSL_ERROR_ZERO_RETURN ||
+            SSL_get_error(ssl, n) == SSL_ERROR_SYSCALL)
+            break;
+        if (wait_ssl(ssl, n, fd, deadline) != 0)
+            break;
+    }
+    resp[got] = '\0';
+    return 0;
+}
+
+/* Whether resp is vaultgate's answer to the probe: a 204 with its Proxy-Status. 0, or -1 with
+ * reason. */
+static int probe_answer(const struct probe_opts *o, const char *resp, char *reason, size_t rlen)
+{
+    int status = 0;
+
+    if (sscanf(resp, "HTTP/1.%*1[01] %3d", &status) != 1 || status != 204) {
+        snprintf(reason, rlen, "TLS to %s:443 was answered, but not by vaultgate (no 204 for %s)",
+                 o->target_text, PROBE_HOST);
+        return -1;
+    }
+    if (strcasestr(resp, "\r\nProxy-Status: vaultgate") == NULL) {
+        snprintf(reason, rlen, "TLS to %s:443: a 204 without vaultgate's Proxy-Status",
+                 o->target_text);
+        return -1;
+    }
+    return 0;
+}
+
 /* Check (a); the run id vaultgate named goes to run (PROBE_RUN_MAX). 0 pass, else -1 with
  * reason. */
 static int probe_tls(const struct probe_opts *o, char *run, char *reason, size_t rlen)
@@ -140,10 +197,8 @@ static int probe_tls(const struct probe_opts *o, char *run, char *reason, size_t
     SSL_CTX *ctx = NULL;
     SSL *ssl = NULL;
     char resp[PROBE_RESP_MAX + 1];
-    const char *req = "GET / HTTP/1.1\r\nHost: " PROBE_HOST "\r\nConnection: close\r\n\r\n";
-    size_t got = 0, sent = 0;
     double deadline = now_s() + o->timeout;
-    int fd = -1, rc = -1, n, status = 0;
+    int fd = -1, rc = -1;
 
     fd = connect_deadline(o, 443, o->timeout);
     if (fd < 0) {
@@ -167,40 +222,10 @@ static int probe_tls(const struct probe_opts *o, char *run, char *reason, size_t
         goto fail_tls;
     if (o->ca != NULL && SSL_set1_host(ssl, PROBE_HOST) != 1)
         goto fail_tls;
-    while ((n = SSL_connect(ssl)) != 1) {
-        if (wait_ssl(ssl, n, fd, deadline) != 0)
-            goto fail_tls;
-    }
-    while (sent < strlen(req)) {
-        n = SSL_write(ssl, req + sent, (int)(strlen(req) - sent));
-        if (n > 0)
-            sent += (size_t)n;
-        else if (wait_ssl(ssl, n, fd, deadline) != 0)
-            goto fail_tls;
-    }
-    while (got < PROBE_RESP_MAX) {
-        n = SSL_read(ssl, resp + got, (int)(PROBE_RESP_MAX - got));
-        if (n > 0) {
-            got += (size_t)n;
-            continue;
-        }
-        if (SSL_get_error(ssl, n) == SSL_ERROR_ZERO_RETURN ||
-            SSL_get_error(ssl, n) == SSL_ERROR_SYSCALL)
-            break;
-        if (wait_ssl(ssl, n, fd, deadline) != 0)
-            break;
-    }
-    resp[got] = '\0';
-    if (sscanf(resp, "HTTP/1.%*1[01] %3d", &status) != 1 || status != 204) {
-        snprintf(reason, rlen, "TLS to %s:443 was answered, but not by vaultgate (no 204 for %s)",
-                 o->target_text, PROBE_HOST);
+    if (probe_converse(ssl, fd, deadline, resp) != 0)
+        goto fail_tls;
+    if (probe_answer(o, resp, reason, rlen) != 0)
         goto out;
-    }
-    if (strcasestr(resp, "\r\nProxy-Status: vaultgate") == NULL) {
-        snprintf(reason, rlen, "TLS to %s:443: a 204 without vaultgate's Proxy-Status",
-                 o->target_text);
-        goto out;
-    }
     proxy_status_run(resp, run);
     rc = 0;
     goto out;

@@ -333,7 +333,7 @@ static size_t ref_bin(const struct fuzz_in *x, uint8_t *v, size_t len)
     return hits;
 }
 
-static void check_head(const struct fuzz_in *x, const struct mask *m, const uint8_t *in, size_t len)
+static void check_head(const struct fuzz_in *x, struct mask *m, const uint8_t *in, size_t len)
 {
     size_t blen = len;
     char *value = malloc(len + 1), name[] = "X-Echo", bname[] = "X-Echo-Bin";

@@ -9,8 +9,9 @@
  * extensions capped, trailers checked and dropped). Nothing the peer sent is forwarded as is:
  * the serialisers of http1_write.c build new heads and chunk lines from validated fields.
  *
- * Memory: the parser struct plus, only while a head arrives split over several reads, a head
- * buffer (at most VG_HEAD_MAX_BYTES) that http1_parser_reset frees. No logging here.
+ * Memory: the parser struct, the head model's arena and field array (kept across messages and
+ * resets while small: httphead_clear), plus, only while a head arrives split over several reads,
+ * a head buffer (at most VG_HEAD_MAX_BYTES) that http1_parser_reset frees. No logging here.
  */
 #include "http/http1.h"
 #include "http/http1_int.h"
@@ -590,7 +591,7 @@ static int head_parse(struct http1_parser *p, const char *h, size_t n)
     const char *l = h, *end = h + n - 2;
     int rc;
 
-    httphead_reset(&p->msg.head);
+    httphead_clear(&p->msg.head);
     while (l < end) {
         const char *lf = memchr(l, '\n', (size_t)(end - l));
         size_t len = (size_t)(lf - l) - 1;
@@ -699,7 +700,7 @@ void http1_parser_free(struct http1_parser **pp)
 
 void http1_parser_reset(struct http1_parser *p)
 {
-    httphead_reset(&p->msg.head);
+    httphead_clear(&p->msg.head);
     http1_trailers_release(p);
     if (p->buf != NULL)
         explicit_bzero(p->buf, p->bcap);
@@ -726,8 +727,11 @@ void http1_parser_set_arg(struct http1_parser *p, void *arg)
 
 void http1_parser_set_request_method(struct http1_parser *p, const char *method)
 {
-    p->req_head = method != NULL && strcmp(method, "HEAD") == 0;
-    p->req_conn = method != NULL && strcmp(method, "CONNECT") == 0;
+    size_t n = method != NULL ? strnlen(method, 8) : 0;
+
+    /* methods are case-sensitive (RFC 9110 §9.1): exact bytes, the length first */
+    p->req_head = n == 4 && memcmp(method, "HEAD", 4) == 0;
+    p->req_conn = n == 7 && memcmp(method, "CONNECT", 7) == 0;
 }
 
 ssize_t http1_feed(struct http1_parser *p, const char *data, size_t len)

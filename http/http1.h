@@ -69,9 +69,11 @@ struct http1_parser *http1_parser_new(enum http1_kind kind, const struct http1_c
 void http1_parser_free(struct http1_parser **pp);
 
 /*
- * Ready for the next message; frees (and wipes) the previous head so idle connections stay small.
- * A message in progress is discarded. After an upgrade or CONNECT the parser parses again (the
- * upgrade was refused); after a message that ended the connection, or an error, it stays stopped.
+ * Ready for the next message: wipes the previous head and keeps its storage while small
+ * (httphead_clear), so a parser reused for the next request allocates nothing for its head;
+ * frees the buffer of a head that arrived in pieces. A message in progress is discarded. After
+ * an upgrade or CONNECT the parser parses again (the upgrade was refused); after a message that
+ * ended the connection, or an error, it stays stopped.
  */
 void http1_parser_reset(struct http1_parser *p);
 

@@ -27,6 +27,7 @@
 
 /* ---- hop-by-hop fields ---- */
 
+/* The order is that of the bits hop_bit returns. */
 static const struct {
     const char *name;
     size_t len;
@@ -90,22 +91,45 @@ static bool strip_connection_options(struct http_head *h, bool keep_upgrade)
 }
 
 #define NHOP (sizeof(hop_fields) / sizeof(hop_fields[0]))
+_Static_assert(NHOP == 8, "hop_bit knows eight hop-by-hop names");
+
+/*
+ * The bit of a field name among hop_fields (bit NHOP: Upgrade), or 0: the length picks the one
+ * or two names it can be, so each field costs one or two compares, not one per entry.
+ */
+static unsigned hop_bit(const char *name, size_t len)
+{
+    switch (len) {
+    case 2:
+        return NAME_IS(name, len, "te") ? 1u << 4 : 0;
+    case 7:
+        if (NAME_IS(name, len, "trailer"))
+            return 1u << 5;
+        return NAME_IS(name, len, "upgrade") ? 1u << NHOP : 0;
+    case 10:
+        if (NAME_IS(name, len, "connection"))
+            return 1u << 0;
+        return NAME_IS(name, len, "keep-alive") ? 1u << 1 : 0;
+    case 14:
+        return NAME_IS(name, len, "content-length") ? 1u << 6 : 0;
+    case 16:
+        return NAME_IS(name, len, "proxy-connection") ? 1u << 2 : 0;
+    case 17:
+        return NAME_IS(name, len, "transfer-encoding") ? 1u << 7 : 0;
+    case 19:
+        return NAME_IS(name, len, "proxy-authorization") ? 1u << 3 : 0;
+    default:
+        return 0;
+    }
+}
 
 /* One bit per hop_fields entry present in h (bit NHOP: Upgrade), in one pass over the fields. */
 static unsigned hop_present(const struct http_head *h)
 {
     unsigned bits = 0;
 
-    for (size_t i = 0; i < h->nfields; i++) {
-        const struct http_field *f = &h->fields[i];
-
-        for (size_t j = 0; j < NHOP; j++) {
-            if (name_is(f->name, f->name_len, hop_fields[j].name, hop_fields[j].len))
-                bits |= 1u << j;
-        }
-        if (NAME_IS(f->name, f->name_len, "upgrade"))
-            bits |= 1u << NHOP;
-    }
+    for (size_t i = 0; i < h->nfields; i++)
+        bits |= hop_bit(h->fields[i].name, h->fields[i].name_len);
     return bits;
 }
 

@@ -51,10 +51,6 @@
 /* A value's base64 forms: three alignments in two alphabets. */
 #define MASK_B64_FORMS 6
 
-/* Matchers of one credential's forms, each value's base64 forms included: mask_head keeps its
- * scratch runs on the stack up to this many (a secret's earlier values add more). */
-#define MASK_HEAD_RUNS (INJECT_MAX_FORMS * (1 + MASK_B64_FORMS))
-
 /* The shared filter is left for the rest of a feed once it has stopped more than once per this
  * many bytes (and more than this many times). */
 #define MASK_SHARED_RATE 16
@@ -62,7 +58,9 @@
 struct mask {
     struct mask_spell **spell; /* cap each: every form given, and each value's base64 forms */
     struct mask_spell_run **run;
-    size_t *done; /* mask_scan_shared's scratch */
+    struct mask_spell_run **hrun; /* mask_head's (the second half of run's array), made at its
+                                   * first call and kept, reset */
+    size_t *done;                 /* mask_scan_shared's scratch */
     size_t nforms, cap;
     struct mask_filter *filter; /* several forms: where any can begin (AVX2), or NULL */
     size_t maxhold;             /* the most bytes any form can hold back */
@@ -147,9 +145,10 @@ struct mask *mask_new(const struct inject_form *forms, size_t nforms)
         goto out;
     m->cap = nforms * (1 + MASK_B64_FORMS);
     if (m->cap > 0 && ((m->spell = calloc(m->cap, sizeof(*m->spell))) == NULL ||
-                       (m->run = calloc(m->cap, sizeof(*m->run))) == NULL ||
+                       (m->run = calloc(2 * m->cap, sizeof(*m->run))) == NULL ||
                        (m->done = calloc(m->cap, sizeof(*m->done))) == NULL))
         goto out;
+    m->hrun = m->run != NULL ? m->run + m->cap : NULL;
     for (size_t i = 0; i < nforms; i++) {
         size_t len = forms[i].len;
 
@@ -188,6 +187,7 @@ void mask_free(struct mask **mp)
     m = *mp;
     for (size_t i = 0; i < m->nforms; i++) {
         mask_spell_run_free(&m->run[i]);
+        mask_spell_run_free(&m->hrun[i]);
         mask_spell_free(&m->spell[i]);
     }
     free(m->run);
@@ -504,27 +504,18 @@ static size_t mask_bin(const struct mask *m, struct mask_spell_run **runs, char 
     return n + mask_string(m, runs, s, len);
 }
 
-/* Stars every string of a head: when there is no room to look, each might hold a secret. */
-static size_t mask_head_all(struct http_head *h)
+size_t mask_head(struct mask *m, struct http_head *h)
 {
-    if (h->reason != NULL)
-        memset((char *)h->reason, '*', strlen(h->reason));
-    for (size_t i = 0; i < h->nfields; i++) {
-        memset((char *)h->fields[i].name, '*', h->fields[i].name_len);
-        memset((char *)h->fields[i].value, '*', h->fields[i].value_len);
-    }
-    return 1;
-}
-
-size_t mask_head(const struct mask *m, struct http_head *h)
-{
-    struct mask_spell_run *stack[MASK_HEAD_RUNS] = {NULL}, **runs = stack;
+    struct mask_spell_run **runs = m->hrun;
     size_t n = 0;
 
-    if (m->nforms > MASK_HEAD_RUNS && (runs = calloc(m->nforms, sizeof(*runs))) == NULL)
-        return mask_head_all(h);
-    for (size_t k = 0; k < m->nforms; k++)
-        runs[k] = mask_spell_run_new(m->spell[k]);
+    /* matchers of its own, made at the first head and kept with the masker (which the worker
+     * keeps for the next response), so later heads allocate nothing; one that cannot be made
+     * stays NULL and mask_string stars the strings */
+    for (size_t k = 0; k < m->nforms; k++) {
+        if (runs[k] == NULL)
+            runs[k] = mask_spell_run_new(m->spell[k]);
+    }
     if (h->reason != NULL)
         n += mask_string(m, runs, (char *)h->reason, strlen(h->reason));
     for (size_t i = 0; i < h->nfields; i++) {
@@ -537,10 +528,11 @@ size_t mask_head(const struct mask *m, struct http_head *h)
         else
             n += mask_string(m, runs, (char *)f->value, f->value_len);
     }
-    for (size_t k = 0; k < m->nforms; k++)
-        mask_spell_run_free(&runs[k]);
-    if (runs != stack)
-        free(runs);
+    /* what the last string left in the matchers is wiped now, not when the masker goes */
+    for (size_t k = 0; k < m->nforms; k++) {
+        if (runs[k] != NULL)
+            mask_spell_run_reset(runs[k]);
+    }
     return n;
 }
 

@@ -51,8 +51,10 @@ uint64_t mask_count(const struct mask *m);
  * string is masked on its own. The value of a field whose name ends in "-bin" (gRPC binary
  * metadata) is base64-decoded (standard alphabet, padding optional), its bytes masked and
  * encoded again over the same characters, then masked as text. Should memory run out, a
- * string is starred whole. */
-size_t mask_head(const struct mask *m, struct http_head *h);
+ * string is starred whole. The matchers it needs are made at the first call and kept with the
+ * masker (wiped after each head), so later heads allocate nothing; it does not touch the body
+ * stream's state, so it may come between feeds (trailers). */
+size_t mask_head(struct mask *m, struct http_head *h);
 
 enum mask_coding {
     MASK_CODING_IDENTITY = 0,

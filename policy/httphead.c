@@ -7,7 +7,8 @@
  * dropped) and every pointer in the head is moved to the new copy; every byte that leaves the
  * model (a replaced target, a removed field, an outgrown arena, a reset) is wiped first, since
  * an injected secret may be among them. Live bytes stay under HTTPHEAD_MAX_BYTES and fields
- * under HTTPHEAD_MAX_FIELDS.
+ * under HTTPHEAD_MAX_FIELDS. httphead_clear keeps a small arena and field array for the next
+ * message (wiped), so a head reused message after message allocates nothing.
  */
 #include "policy/httphead.h"
 
@@ -172,6 +173,31 @@ void httphead_reset(struct http_head *h)
     free(h->arena);
     free(h->fields);
     httphead_init(h);
+}
+
+void httphead_clear(struct http_head *h)
+{
+    char *arena = h->arena;
+    struct http_field *fields = h->fields;
+    size_t arena_cap = h->arena_cap, fields_cap = h->fields_cap;
+
+    if (arena != NULL)
+        OPENSSL_cleanse(arena, h->arena_len);
+    if (arena_cap > HTTPHEAD_KEEP_BYTES) {
+        free(arena);
+        arena = NULL;
+        arena_cap = 0;
+    }
+    if (fields_cap > HTTPHEAD_KEEP_FIELDS) {
+        free(fields);
+        fields = NULL;
+        fields_cap = 0;
+    }
+    httphead_init(h);
+    h->arena = arena;
+    h->arena_cap = arena_cap;
+    h->fields = fields;
+    h->fields_cap = fields_cap;
 }
 
 int httphead_set_request_line(struct http_head *h, const char *method, size_t mlen,

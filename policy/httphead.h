@@ -3,7 +3,8 @@
  *
  * The proxy fills it from validated fields (http/http1.c), policy rewrites it (inject.c), and
  * the proxy serialises it. Every string is owned by the head; all of them live in one arena that
- * is freed (and wiped, since an injected secret may be in it) by httphead_reset/httphead_free.
+ * is freed (and wiped, since an injected secret may be in it) by httphead_reset, or wiped and
+ * kept for the next message by httphead_clear.
  * Pure data: no I/O, no libevent.
  */
 #ifndef VG_HTTPHEAD_H
@@ -48,8 +49,24 @@ struct http_head {
 
 void httphead_init(struct http_head *h);
 
+/*
+ * Storage httphead_clear keeps for the next message: an arena up to this many bytes and a field
+ * array up to this many entries (a usual head fits in both); larger ones are freed, so one big
+ * head does not stay with its owner.
+ */
+#define HTTPHEAD_KEEP_BYTES  4096
+#define HTTPHEAD_KEEP_FIELDS 32
+
 /* Wipes and frees every string; the head is empty and reusable. */
 void httphead_reset(struct http_head *h);
+
+/*
+ * Wipes every string and empties the head like httphead_reset, but keeps the arena and the field
+ * array when they are within HTTPHEAD_KEEP_BYTES / HTTPHEAD_KEEP_FIELDS, so an owner that parses
+ * message after message into the same head allocates nothing for the usual head.
+ * httphead_reset (or a later clear of an outgrown head) frees them.
+ */
+void httphead_clear(struct http_head *h);
 
 /* Sets method/target/version (copies). 0 or -1 (out of memory or over the head cap). */
 int httphead_set_request_line(struct http_head *h, const char *method, size_t mlen,

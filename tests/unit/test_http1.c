@@ -706,6 +706,15 @@ static const struct resp_case responses[] = {
         "<H 200 [OK] 1.1 b0 cl10 ka1 up0 |Content-Length=10><D>"
         "<H 200 [OK] 1.1 b1 cl0 ka1 up0 |Content-Length=0><D>",
         false),
+    RESP("a method that begins with HEAD is not HEAD: a body", "HEADER",
+         "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi", false, 0,
+         "<H 200 [OK] 1.1 b1 cl2 ka1 up0 |Content-Length=2>hi<D>", false),
+    RESP("head in lower case is not HEAD (methods are case-sensitive): a body", "head",
+         "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi", false, 0,
+         "<H 200 [OK] 1.1 b1 cl2 ka1 up0 |Content-Length=2>hi<D>", false),
+    RESP("a 200 to CONNECTX is no tunnel", "CONNECTX",
+         "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false, 0,
+         "<H 200 [OK] 1.1 b1 cl0 ka1 up0 |Content-Length=0><D>", false),
     RESP("204: no body", "GET", "HTTP/1.1 204 No Content\r\n\r\n", false, 0,
          "<H 204 [No Content] 1.1 b0 cl0 ka1 up0><D>", false),
     RESP("304: no body", "GET", "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n", false, 0,
@@ -1002,6 +1011,78 @@ START_TEST(test_strip_hop_by_hop)
 }
 END_TEST
 
+/* The head model of a parser is reused, wiped, by the next message and after a reset. */
+struct reuse_rec {
+    const char *arena[3];
+    const void *fields[3];
+    int n;
+};
+
+static int reuse_head(void *arg, struct http1_msg *m)
+{
+    struct reuse_rec *rr = arg;
+
+    if (rr->n < 3) {
+        rr->arena[rr->n] = m->head.arena;
+        rr->fields[rr->n] = m->head.fields;
+    }
+    rr->n++;
+    return 0;
+}
+
+START_TEST(test_parser_reuses_head)
+{
+    static const char two[] = "GET /a HTTP/1.1\r\nHost: a.example\r\nX-Secret: sk-ONE\r\n\r\n"
+                              "GET /b HTTP/1.1\r\nHost: a.example\r\n\r\n";
+    static const char third[] = "GET /c HTTP/1.1\r\nHost: b.example\r\n\r\n";
+    static const struct http1_callbacks cb = {reuse_head, NULL, NULL, NULL};
+    struct reuse_rec rr = {0};
+    struct http1_parser *p = http1_parser_new(HTTP1_REQUEST, &cb, &rr);
+    char *c = guard_copy(two, sizeof(two) - 1);
+
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(http1_feed(p, c, sizeof(two) - 1), (ssize_t)(sizeof(two) - 1));
+    ck_assert_int_eq(rr.n, 2);
+    ck_assert_ptr_nonnull(rr.arena[0]);
+    ck_assert_ptr_eq(rr.arena[1], rr.arena[0]);
+    ck_assert_ptr_eq(rr.fields[1], rr.fields[0]);
+    guard_free(c, sizeof(two) - 1);
+    http1_parser_reset(p);
+    c = guard_copy(third, sizeof(third) - 1);
+    ck_assert_int_eq(http1_feed(p, c, sizeof(third) - 1), (ssize_t)(sizeof(third) - 1));
+    ck_assert_int_eq(rr.n, 3);
+    ck_assert_ptr_eq(rr.arena[2], rr.arena[0]);
+    ck_assert_ptr_eq(rr.fields[2], rr.fields[0]);
+    guard_free(c, sizeof(third) - 1);
+    http1_parser_free(&p);
+}
+END_TEST
+
+/* Every hop-by-hop name in any case, and names of the same lengths that are none. */
+START_TEST(test_strip_hop_by_hop_names)
+{
+    static const char *const hop[] = {
+        "connection", "KEEP-ALIVE", "proxy-connection", "Proxy-authorization",
+        "te",         "TRAILER",    "content-length",   "Transfer-encoding"};
+    static const char *const keep[] = {
+        "Connectiox", "Keep-Alivf", "Proxy-Connectiom", "Proxy-Authorizatiom",
+        "tf",         "Trailes",    "Content-Lengtg",   "Transfer-Encodinh",
+        "Upgrades",   "X-Upgrad"};
+    struct http_head *h = make_head("GET", "/");
+
+    for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
+        add(h, hop[i], "1");
+    for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+        add(h, keep[i], "1");
+    add(h, "UPGRADE", "websocket");
+    http1_strip_hop_by_hop(h, false);
+    ck_assert_uint_eq(h->nfields, sizeof(keep) / sizeof(keep[0]));
+    for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+        ck_assert_str_eq(h->fields[i].name, keep[i]);
+    httphead_reset(h);
+}
+END_TEST
+
 /* ---- authority ---- */
 
 static const struct auth_case {
@@ -1167,6 +1248,8 @@ Suite *suite_http1(void)
     tcase_add_test(tc, test_write_error);
     tcase_add_test(tc, test_write_error_host_normalised);
     tcase_add_test(tc, test_strip_hop_by_hop);
+    tcase_add_test(tc, test_strip_hop_by_hop_names);
+    tcase_add_test(tc, test_parser_reuses_head);
     tcase_add_loop_test(tc, test_split_authority, 0, sizeof(auth_cases) / sizeof(auth_cases[0]));
     suite_add_tcase(s, tc);
     return s;

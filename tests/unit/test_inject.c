@@ -251,6 +251,68 @@ START_TEST(test_httphead_basics)
 }
 END_TEST
 
+START_TEST(test_httphead_clear)
+{
+    struct http_head h;
+    const char *arena;
+    const struct http_field *fields;
+    char name[32];
+
+    httphead_init(&h);
+    ck_assert_int_eq(httphead_set_request_line(&h, "GET", 3, "/one", 4, 0), 0);
+    ck_assert_int_eq(httphead_add(&h, "Authorization", 13, "Bearer sk-SECRET", 16), 0);
+    arena = h.arena;
+    fields = h.fields;
+    httphead_clear(&h);
+    /* empty like a reset head, but the small arena and field array are kept, wiped */
+    ck_assert_ptr_null(h.method);
+    ck_assert_ptr_null(h.target);
+    ck_assert_ptr_null(h.reason);
+    ck_assert_uint_eq(h.nfields, 0);
+    ck_assert_uint_eq(h.arena_len, 0);
+    ck_assert_int_eq(h.version_minor, 1);
+    ck_assert_int_eq(h.status, 0);
+    ck_assert_ptr_eq(h.arena, arena);
+    ck_assert_ptr_eq(h.fields, fields);
+    ck_assert_ptr_null(memmem(h.arena, h.arena_cap, "sk-SECRET", 9));
+    /* the next message goes into the same storage */
+    ck_assert_int_eq(httphead_set_request_line(&h, "POST", 4, "/two", 4, 1), 0);
+    ck_assert_int_eq(httphead_add(&h, "Host", 4, "a.example", 9), 0);
+    ck_assert_ptr_eq(h.arena, arena);
+    ck_assert_ptr_eq(h.fields, fields);
+    ck_assert_str_eq(h.method, "POST");
+    ck_assert_str_eq(h.target, "/two");
+    ck_assert_uint_eq(httphead_count(&h, "authorization"), 0);
+    ck_assert_str_eq(httphead_get(&h, "host")->value, "a.example");
+    /* an outgrown head gives its storage back */
+    for (int i = 0; i < HTTPHEAD_KEEP_FIELDS + 1; i++) {
+        int n = snprintf(name, sizeof(name), "X-F%d", i);
+
+        ck_assert_int_eq(httphead_add(&h, name, (size_t)n, "v", 1), 0);
+    }
+    ck_assert_uint_gt(h.fields_cap, HTTPHEAD_KEEP_FIELDS);
+    httphead_clear(&h);
+    ck_assert_ptr_null(h.fields);
+    ck_assert_uint_eq(h.fields_cap, 0);
+    ck_assert_ptr_nonnull(h.arena);
+    ck_assert_int_eq(httphead_add(&h, "X-Big", 5, NULL, 0), 0);
+    {
+        static char big[HTTPHEAD_KEEP_BYTES];
+
+        memset(big, 'b', sizeof(big));
+        ck_assert_int_eq(httphead_add(&h, "X-Big", 5, big, sizeof(big)), 0);
+    }
+    ck_assert_uint_gt(h.arena_cap, HTTPHEAD_KEEP_BYTES);
+    httphead_clear(&h);
+    ck_assert_ptr_null(h.arena);
+    ck_assert_uint_eq(h.arena_cap, 0);
+    httphead_clear(&h);
+    httphead_reset(&h);
+    ck_assert_ptr_null(h.arena);
+    ck_assert_ptr_null(h.fields);
+}
+END_TEST
+
 START_TEST(test_httphead_growth)
 {
     struct http_head h;
@@ -456,6 +518,7 @@ Suite *suite_inject(void)
     tcase_add_test(tc, test_inject_token_make);
     tcase_add_test(tc, test_inject_replaced_values);
     tcase_add_test(tc, test_httphead_basics);
+    tcase_add_test(tc, test_httphead_clear);
     tcase_add_test(tc, test_httphead_growth);
     tcase_add_test(tc, test_httphead_byte_cap);
     suite_add_tcase(s, tc);

@@ -631,6 +631,41 @@ START_TEST(test_head)
 }
 END_TEST
 
+/* mask_head keeps its matchers with the masker: a second head, and one between body feeds,
+ * are masked exactly like the first, and the body stream is not disturbed. */
+START_TEST(test_mask_head_again)
+{
+    static const unsigned char sec[] = "sk-CANARY";
+    struct inject_form f[1] = {{sec, 9, 0}};
+    struct mask *m = mask_new(f, 1);
+    struct evbuffer *out = evbuffer_new();
+    static const char body[] = "a sk-CAN"
+                               "ARY b";
+
+    ck_assert_ptr_nonnull(m);
+    ck_assert_ptr_nonnull(out);
+    for (int round = 0; round < 3; round++) {
+        char v[] = "x sk-CANARY %73k-CANARY sk-CANAR";
+        char n[] = "X-sk-CANARY";
+        struct http_field fields[] = {{n, sizeof(n) - 1, v, sizeof(v) - 1}};
+        struct http_head h = {.status = 200, .fields = fields, .nfields = 1};
+
+        if (round == 2)
+            ck_assert_int_eq(mask_feed(m, body, 8, out), 0);
+        ck_assert_uint_eq(mask_head(m, &h), 3);
+        ck_assert_int_eq(memcmp(v, "x ********* *********** sk-CANAR", sizeof(v)), 0);
+        ck_assert_int_eq(memcmp(n, "X-*********", sizeof(n)), 0);
+    }
+    ck_assert_int_eq(mask_feed(m, body + 8, sizeof(body) - 1 - 8, out), 0);
+    ck_assert_int_eq(mask_finish(m, out), 0);
+    ck_assert_uint_eq(evbuffer_get_length(out), sizeof(body) - 1);
+    ck_assert(memcmp(evbuffer_pullup(out, -1), "a ********* b", sizeof(body) - 1) == 0);
+    ck_assert_uint_eq(mask_count(m), 1);
+    mask_free(&m);
+    evbuffer_free(out);
+}
+END_TEST
+
 /* Header values echo the secret in every spelling, and the base64 form of basic with its '/',
  * '+' and '=' escaped; a long value takes mask_head's heap copy. */
 START_TEST(test_head_spellings)
@@ -1300,6 +1335,7 @@ Suite *suite_mask(void)
     tcase_add_test(tc, test_new_limits);
     tcase_add_test(tc, test_many_forms);
     tcase_add_test(tc, test_head);
+    tcase_add_test(tc, test_mask_head_again);
     tcase_add_test(tc, test_head_spellings);
     tcase_add_test(tc, test_b64_value_alignments);
     tcase_add_test(tc, test_b64_flags_floor_dedup);

@@ -39,8 +39,8 @@
 #        after the handshake only, no request) MEM_HOOK='cmd' (run while the idle connections are
 #        held, with $MAIN_PID set) VG_THREADS=1 NGX_WORKERS=1 HAP_THREADS=1 (2 each, with
 #        PROXY_CPU=0,1 LOAD_CPU=0,1 LOAD_NICE=10 WRK_THREADS=2, for the two-core run)
-# mitmproxy and h2load (nghttp2-client) are installed with apt-get when missing; without one
-# (or haproxy) that column or row is skipped.
+# nginx (nginx-light), wrk, haproxy, mitmproxy and h2load (nghttp2-client) are installed with
+# apt-get when missing; without haproxy, mitmproxy or h2load that column or row is skipped.
 set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -65,10 +65,13 @@ UP_ADDR=127.0.0.93
 SECRET="sk-bench-FAKE-secret"
 
 [ -x "$VG" ] || { echo "no vaultgate at $VG" >&2; exit 1; }
+. "$SRC/tests/bench/lib.sh"
+bench_need nginx nginx-light
+bench_need wrk wrk
+[[ " $PROXIES " == *" haproxy "* ]] && bench_need haproxy haproxy
 for t in nginx wrk openssl taskset cc python3; do
     command -v $t >/dev/null || { echo "needs $t" >&2; exit 1; }
 done
-. "$SRC/tests/bench/lib.sh"
 [[ " $PROXIES " == *" mitmproxy "* ]] && bench_need mitmdump mitmproxy
 [[ " $TESTS " == *" h2 "* ]] && bench_need h2load nghttp2-client
 ACTIVE=()

@@ -21,9 +21,9 @@
 #include "common/caps.h"
 #include "policy/inject.h"
 #include "policy/policy.h"
-#include "proxy/h2up.h"
 #include "http/http1.h"
 #include "proxy/listen.h"
+#include "proxy/origin.h"
 #include "mask/mask.h"
 #include "proxy/reason.h"
 #include "mask/wsmask.h"
@@ -176,27 +176,8 @@ void exch_finish(struct exchange *x, enum exch_end how)
 /* Frees the upstream side. abort: the peer must not take what it got as a complete message. */
 void exch_drop_upstream(struct exchange *x, bool abort)
 {
-    if (x->upreq != NULL)
-        upstream_cancel(&x->upreq);
-    h2up_dial_end(&x->h2dial, H2UP_PLACED_RETRY, UPSTREAM_OK); /* those waiting dial anew */
-    h2up_close(&x->h2s); /* a stream not yet complete is reset */
-    if (x->up.bev != NULL) {
-        evutil_socket_t fd = bufferevent_getfd(x->up.bev);
-
-        if (abort && fd >= 0) {
-            struct linger lg = {1, 0};
-
-            /* RST: a half-sent request never looks complete to the upstream */
-            setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-        }
-        bufferevent_setcb(x->up.bev, NULL, NULL, NULL, NULL);
-        bufferevent_free(x->up.bev);
-        x->up.bev = NULL;
-    }
+    origin_cancel(&x->o, abort);
     x->up_paused = false;
-    x->up.nocopy = false;
-    if (x->up.stage != NULL)
-        evbuffer_drain(x->up.stage, evbuffer_get_length(x->up.stage));
 }
 
 /*
@@ -592,38 +573,22 @@ static int exch_rewrite(struct exchange *x, struct http_head *h, const struct po
 }
 
 /*
- * Asks for the upstream of this request (again, after a pooled connection died): a stream on a
- * pooled HTTP/2 connection with room, a place in the queue of one being made, or a dial of its
- * own, announced so that the requests coming meanwhile wait for it rather than dial too.
+ * Asks for the upstream of this request (again, after a connection died or a stream was
+ * refused): origin.c finds or makes it, and exch_origin_cbs.ready follows.
  */
 void exch_get_upstream(struct exchange *x)
 {
-    int how = H2UP_NONE;
+    const struct origin_source *src = x->cc->origins != NULL ? x->cc->origins : &origin_upstreams;
+    struct origin_want want = {x->host, x->up_port, x->up_tls, exch_retryable(x)};
 
     x->state = EXCH_S_UP_CONNECT;
     exch_arm(x, EXCH_T_UP_GET(x));
-    if (x->up_tls == UPSTREAM_TLS_H2) {
-        x->h2s = exch_h2_open(x, &how);
-        if (how == H2UP_OPENED) {
-            exch_h2_started(x); /* a pooled HTTP/2 connection had room for one more stream */
-            return;
-        }
-        if (how == H2UP_WAITING)
-            return; /* exch_h2_placed follows */
-        x->h2dial = h2up_dial(x->w, x->host, x->up_port);
-    }
-    exch_dial(x);
-}
-
-/* Dials (or takes a pooled connection) for this request alone. */
-void exch_dial(struct exchange *x)
-{
-    x->upreq =
-        upstream_get(x->w->up, x->host, x->up_port, x->up_tls, exch_retryable(x), exch_up_ready, x);
-    if (x->upreq == NULL) {
-        h2up_dial_end(&x->h2dial, H2UP_PLACED_RETRY, UPSTREAM_OK);
+    x->o = src->get(x->w, &want, &exch_origin_cbs, x);
+    if (x->o == NULL) {
         exch_fail(x, 502, VG_PS_INTERNAL_ERROR, "upstream connection failed", VG_R_UPSTREAM_GET);
+        return;
     }
+    src->start(x->o);
 }
 
 void exchange_request(struct exchange *x, struct http1_msg *req)
@@ -670,7 +635,6 @@ out:
 
 int exchange_body(struct exchange *x, const char *data, size_t len)
 {
-    struct evbuffer *out = x->up.stage;
     int rc;
 
     if (x->state == EXCH_S_BODY) {
@@ -679,28 +643,15 @@ int exchange_body(struct exchange *x, const char *data, size_t len)
         exch_leave(x);
         return rc;
     }
-    if (x->state == EXCH_S_RELAY && x->h2s != NULL) {
-        rc = h2up_body(x->h2s, data, len);
-        x->body_paused = rc == 1;
-        return rc;
-    }
-    if (x->state != EXCH_S_RELAY || x->up.bev == NULL)
+    if (x->state != EXCH_S_RELAY || x->o == NULL)
         return -1;
-    rc = x->req->body == HTTP1_BODY_CHUNKED ? http1_write_chunk(out, data, len)
-                                            : evbuffer_add(out, data, len);
+    rc = origin_body(x->o, data, len);
     if (rc < 0) {
         exch_enter(x);
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
         exch_leave(x);
-        return -1;
     }
-    if (bevio_pending(&x->up) < VG_CONN_OUT_CAP)
-        return 0;
-    /* the upstream takes no more for now: the transport waits for ops->more */
-    bevio_push(&x->up);
-    x->body_paused = true;
-    bufferevent_setwatermark(x->up.bev, EV_WRITE, VG_CONN_OUT_CAP / 2, 0);
-    return 1;
+    return rc; /* 1: the transport waits for ops->more */
 }
 
 int exchange_body_end(struct exchange *x)
@@ -713,27 +664,22 @@ int exchange_body_end(struct exchange *x)
         exch_leave(x);
         return rc;
     }
-    if (x->state == EXCH_S_RELAY && x->h2s != NULL) {
-        x->req_done = true;
-        return h2up_body_end(x->h2s);
-    }
-    if (x->state != EXCH_S_RELAY || x->up.bev == NULL)
+    if (x->state != EXCH_S_RELAY || x->o == NULL)
         return -1;
-    if (x->req->body == HTTP1_BODY_CHUNKED && http1_write_last_chunk(x->up.stage) < 0) {
+    if (origin_body_end(x->o) < 0) {
         exch_enter(x);
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
         exch_leave(x);
         return -1;
     }
     x->req_done = true;
-    bevio_push(&x->up);
     return 0;
 }
 
 void exchange_flush(struct exchange *x)
 {
-    if (x->state == EXCH_S_RELAY && x->h2s == NULL)
-        bevio_push(&x->up);
+    if (x->state == EXCH_S_RELAY && x->o != NULL)
+        origin_flush(x->o);
 }
 
 void exchange_reject(struct exchange *x, int status, const char *type, const char *details,
@@ -775,13 +721,10 @@ bool exchange_sent(const struct exchange *x)
 void exchange_take_upgrade(struct exchange *x, struct bufferevent **up, struct wsmask **wsm,
                            bool *bad_ext, bool *route_tunnel)
 {
-    *up = x->up.bev;
+    *up = x->o != NULL ? origin_take(&x->o) : NULL;
     *wsm = x->wsm;
     *bad_ext = x->ws_bad_ext;
     *route_tunnel = x->route_tunnel;
-    if (x->up.bev != NULL)
-        bufferevent_setcb(x->up.bev, NULL, NULL, NULL, NULL);
-    x->up.bev = NULL;
     x->wsm = NULL;
     x->upgrade_taken = true;
 }
@@ -802,11 +745,6 @@ struct exchange *exchange_new(struct exch_conn *cc, const struct exchange_ops *o
 
     if (x == NULL)
         return NULL;
-    x->up.stage = evbuffer_new();
-    if (x->up.stage == NULL) {
-        free(x);
-        return NULL;
-    }
     x->cc = cc;
     x->ops = ops;
     x->t = t;
@@ -826,11 +764,8 @@ static void exch_destroy(struct exchange *x)
     exch_drop_mask(x);
     exch_cred_free(x);
     policy_unref(&x->policy);
-    http1_parser_free(&x->parser);
     if (x->timer != NULL)
         event_free(x->timer);
-    if (x->up.stage != NULL)
-        evbuffer_free(x->up.stage);
     free(x);
 }
 

@@ -20,7 +20,6 @@
 #include "common/secmem.h"
 #include "policy/inject.h"
 #include "policy/policy.h"
-#include "proxy/h2up.h"
 #include "proxy/oauth.h"
 #include "proxy/worker.h"
 #include "proxy/reason.h"
@@ -383,10 +382,7 @@ int exch_cred_body_out(struct exchange *x)
     if (!x->sig_buffered || x->sig_body == NULL)
         return 0;
     x->req_done = true;
-    if (x->h2s != NULL)
-        return h2up_body_take(x->h2s, x->sig_body) < 0 ? -1 : h2up_body_end(x->h2s);
-    x->up.nocopy = true;
-    return evbuffer_add_buffer(x->up.stage, x->sig_body);
+    return origin_body_take(x->o, x->sig_body) < 0 ? -1 : origin_body_end(x->o);
 }
 
 /* ---- OAuth 2.0 access tokens ----------------------------------------------------------- */

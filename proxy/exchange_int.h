@@ -19,11 +19,10 @@
 #include "proxy/exchange.h"
 #include "proxy/metrics.h"
 #include "proxy/oauth.h"
+#include "proxy/origin.h"
 #include "proxy/upstream.h"
 
 struct mask_decoder;
-struct h2up_stream;
-struct h2up;
 struct grpcmask;
 
 /* Timeouts of SPEC §4 the exchange keeps, in seconds (the operator's, --timeout). */
@@ -66,29 +65,22 @@ struct exchange {
     struct event *timer; /* upstream connect and response head */
 
     /* upstream */
-    struct upstream_req *upreq;
-    struct bevio up;
-    struct http1_parser *parser; /* response parser (from the connection's cache) */
-    struct http1_msg *resp;
-    struct http_head *trailers; /* the response's, when it had any (the parser's) */
-    int up_tls;                 /* UPSTREAM_PLAIN, UPSTREAM_TLS or UPSTREAM_TLS_H2 */
-    struct h2up_stream *h2s;    /* the request's stream on an HTTP/2 upstream, or NULL */
-    struct h2up *h2dial;        /* the dial this request announced for others to wait on */
-    bool grpc; /* the request says application/grpc...: HTTP/2 upstreams only (never decides
-                * how the response is read: resp_is_grpc) */
+    struct origin *o; /* this request's upstream, whatever its protocol (origin.h) */
+    int up_tls;       /* UPSTREAM_PLAIN, UPSTREAM_TLS or UPSTREAM_TLS_H2 */
+    bool grpc;        /* the request says application/grpc...: HTTP/2 upstreams only (never decides
+                       * how the response is read: resp_is_grpc) */
     int up_port;
     bool route_tunnel;
-    bool reported;       /* a policy block forwarded by a report-only vault (SPEC §12) */
-    uint64_t resp_bytes; /* bytes read from the upstream for this request */
+    bool reported;              /* a policy block forwarded by a report-only vault (SPEC §12) */
+    struct http_head *trailers; /* the response's, when it had any (the parser's) */
 
     /* flags of this request (sub-states are the state above) */
-    bool ws;          /* asks for a WebSocket upgrade */
-    bool ws_switch;   /* the upstream answered 101 */
-    bool ws_bad_ext;  /* a credentialed 101 named an extension */
-    bool retried;     /* sent again after a pooled connection died */
-    bool req_done;    /* whole request body sent upstream */
-    bool body_paused; /* the transport holds the body until ops->more */
-    bool up_paused;   /* the upstream is not read: the client side is full */
+    bool ws;         /* asks for a WebSocket upgrade */
+    bool ws_switch;  /* the upstream answered 101 */
+    bool ws_bad_ext; /* a credentialed 101 named an extension */
+    bool retried;    /* sent again after a pooled connection died */
+    bool req_done;   /* whole request body sent upstream */
+    bool up_paused;  /* the upstream is not read: the client side is full */
     bool resp_started;
     bool resp_done;
     bool upgrade_taken; /* the upstream went to the transport */
@@ -147,7 +139,6 @@ void exch_fail(struct exchange *x, int status, const char *type, const char *det
 void exch_finish(struct exchange *x, enum exch_end how);
 void exch_drop_upstream(struct exchange *x, bool abort);
 void exch_get_upstream(struct exchange *x);
-void exch_dial(struct exchange *x);
 /* The worker's masker for rule's forms of snapshot gen, now the caller's; NULL when it has none. */
 /* The forms this request's masker looks for: the credential's, and those of every value its
  * secret held earlier in the run (SPEC §4). */
@@ -173,13 +164,9 @@ void exch_cred_token_timeout(struct exchange *x);
 void exch_cred_detach(struct exchange *x);
 
 /* exchange_resp.c */
-void exch_h2_started(struct exchange *x);
-struct h2up_stream *exch_h2_open(struct exchange *x, int *how);
-void exch_upstream_failed(struct exchange *x, enum upstream_err err);
+extern const struct origin_cbs exch_origin_cbs;
 int exch_mask_setup(struct exchange *x, struct http_head *h, bool keep_ranges);
 void exch_drop_mask(struct exchange *x);
-void exch_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bool route_tunnel);
-void exch_up_input(struct exchange *x);
 bool exch_retryable(const struct exchange *x);
 
 #endif

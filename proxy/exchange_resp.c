@@ -15,31 +15,22 @@
 #include "common/caps.h"
 #include "policy/inject.h"
 #include "mask/grpcmask.h"
-#include "proxy/h2up.h"
 #include "mask/mask.h"
 #include "proxy/reason.h"
 #include "proxy/worker.h"
 #include "mask/wsmask.h"
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
-#include <openssl/ssl.h>
 
 static int resp_on_head(void *arg, struct http1_msg *msg);
 static int resp_on_body(void *arg, const char *data, size_t len);
 static int resp_on_done(void *arg);
 static int resp_on_trailers(void *arg, struct http_head *t);
-static int exch_send_head(struct exchange *x, bool no_body);
-static void exch_grpc_unavailable(struct exchange *x);
-static const struct http1_callbacks resp_callbacks = {resp_on_head, resp_on_body, resp_on_done,
-                                                      resp_on_trailers};
 
 /* ---- masking state ---------------------------------------------------------------------- */
 
@@ -203,8 +194,8 @@ static bool resp_is_grpc(const struct exchange *x, const struct http_head *h)
 {
     const struct http_field *ct = httphead_get(h, "Content-Type");
 
-    return x->h2s != NULL && ct != NULL && ct->value_len >= 16 &&
-           strncasecmp(ct->value, "application/grpc", 16) == 0;
+    return x->o != NULL && (x->o->caps & ORIGIN_CAP_GRPC) != 0 && ct != NULL &&
+           ct->value_len >= 16 && strncasecmp(ct->value, "application/grpc", 16) == 0;
 }
 
 static int resp_on_head(void *arg, struct http1_msg *msg)
@@ -213,9 +204,7 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
     struct http_head *h = &msg->head;
     enum exch_body body;
     uint64_t len = 0;
-    struct timeval idle = {EXCH_T(x, VG_T_BODY_IDLE), 0};
 
-    x->resp = msg;
     if (h->status == 101 && x->ws && httphead_has_token(h, "Upgrade", "websocket"))
         return resp_ws_head(x, h);
     if (h->status == 101)
@@ -247,11 +236,9 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
     if (x->ops->head(x->t, h, body, len, false) < 0)
         return -1;
     x->resp_started = true;
-    /* the head arrived: from now on only body idleness counts */
+    /* the head arrived: from now on only body idleness counts (the origin's own timeout) */
     if (x->timer != NULL)
         evtimer_del(x->timer);
-    if (x->up.bev != NULL)
-        bufferevent_set_timeouts(x->up.bev, &idle, &idle);
     return 0;
 }
 
@@ -404,10 +391,7 @@ static int exch_inflate_resume(struct exchange *x)
         return 1;
     if (x->zdone)
         return exch_body_end(x);
-    /* a body that ended right after the last bytes: let the parser see its end */
-    if (x->parser == NULL)
-        return 0; /* HTTP/2: the end comes as its own event */
-    return http1_feed(x->parser, "", 0) < 0 ? -1 : 0;
+    return 0; /* a body that ended right after the last bytes: resume lets the origin see it */
 }
 
 /* ---- the end of a response -------------------------------------------------------------- */
@@ -420,26 +404,16 @@ static enum audit_route exch_route(const struct exchange *x)
     return x->route_tunnel ? AUDIT_ROUTE_TUNNEL : AUDIT_ROUTE_DIRECT;
 }
 
-/* The response ended cleanly: account, recycle the upstream, report to the transport. */
+/* The response ended cleanly: account, give the upstream back, report to the transport. */
 static void exch_response_done(struct exchange *x)
 {
     struct worker *w = x->w;
-    struct bufferevent *ub = x->up.bev;
-    bool reuse;
 
     metrics_request(w->id, x->mdec, x->status, exch_elapsed(&x->t_start));
     audit_route(w->sh->audit, w->id, x->host, exch_route(x));
     exch_log_request(x, audit_route_name(exch_route(x)), NULL);
-    reuse = ub != NULL && x->req_done && x->resp != NULL && x->resp->keep_alive &&
-            !bevio_has_input(ub) && bevio_pending(&x->up) == 0;
-    if (reuse) {
-        bufferevent_setcb(ub, NULL, NULL, NULL, NULL);
-        bufferevent_set_timeouts(ub, NULL, NULL);
-        bufferevent_setwatermark(ub, EV_WRITE, 0, 0);
-        x->up.bev = NULL;
-        upstream_release(w->up, x->host, x->up_port, x->up_tls, ub);
-    }
-    exch_drop_upstream(x, !reuse && !x->req_done);
+    origin_release(&x->o, x->req_done);
+    x->up_paused = false;
     exch_finish(x, x->req_done ? EXCH_END_DONE : EXCH_END_CLOSE);
 }
 
@@ -465,49 +439,22 @@ static void exch_protocol_error(struct exchange *x)
                   VG_R_UPSTREAM_PROTOCOL);
 }
 
-/* Reads the upstream while the response goes on and the client side has room. */
-static void exch_up_reading(struct exchange *x)
+/*
+ * After a batch of response input went through the callbacks (and when the client drained): the
+ * decoder's pending output, one write to the client, the end, or more input while the client
+ * side has room (else held until exchange_drained: a slow client stalls only this upstream).
+ */
+static void exch_after(struct exchange *x)
 {
-    if (x->up.bev == NULL)
+    int zr;
+
+    if (x->state != EXCH_S_RELAY)
         return;
-    if (x->state == EXCH_S_RELAY && !x->up_paused && !x->resp_done)
-        bufferevent_enable(x->up.bev, EV_READ);
-    else
-        bufferevent_disable(x->up.bev, EV_READ);
-}
-
-/* Feeds the upstream's buffered bytes to the response parser. */
-void exch_up_input(struct exchange *x)
-{
-    struct evbuffer *in = bufferevent_get_input(x->up.bev);
-    int zr = x->state == EXCH_S_RELAY ? exch_inflate_resume(x) : 0;
-
-    bevio_pull(x->up.bev);
+    zr = exch_inflate_resume(x);
     if (zr < 0) {
         exch_protocol_error(x);
         return;
     }
-    while (x->state == EXCH_S_RELAY && !x->resp_done && !x->zdone && zr == 0) {
-        struct evbuffer_iovec v;
-        ssize_t r;
-
-        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
-            break;
-        r = http1_feed(x->parser, v.iov_base, v.iov_len);
-        if (x->state != EXCH_S_RELAY)
-            return;
-        if (r < 0) {
-            exch_protocol_error(x);
-            return;
-        }
-        evbuffer_drain(in, (size_t)r);
-        x->resp_bytes += (uint64_t)r;
-        x->ops->flush(x->t);
-        if (x->resp_done || x->zdone || (size_t)r < v.iov_len || exch_inflate_blocked(x))
-            break;
-    }
-    if (x->state != EXCH_S_RELAY)
-        return;
     x->ops->flush(x->t);
     if (x->resp_done) {
         if (x->ws_switch)
@@ -518,265 +465,120 @@ void exch_up_input(struct exchange *x)
     }
     /* the client must drain first: room() arms exchange_drained() */
     x->up_paused = exch_inflate_blocked(x) || x->zdone || x->ops->room(x->t) == 0;
-    exch_up_reading(x);
+    if (x->up_paused)
+        origin_hold(x->o);
+    else
+        origin_resume(x->o);
 }
 
-static void exch_h2_after(void *arg, bool err);
+static void exch_origin_after(void *arg)
+{
+    struct exchange *x = arg;
+
+    exch_enter(x);
+    exch_after(x);
+    exch_leave(x);
+}
 
 void exchange_drained(struct exchange *x)
 {
     exch_enter(x);
-    if (x->state == EXCH_S_RELAY && x->up_paused && x->h2s != NULL) {
+    if (x->state == EXCH_S_RELAY && x->up_paused && x->o != NULL) {
         x->up_paused = false;
-        exch_h2_after(x, false);
-    } else if (x->state == EXCH_S_RELAY && x->up_paused && x->up.bev != NULL) {
-        x->up_paused = false;
-        exch_up_input(x);
+        exch_after(x);
     }
     exch_leave(x);
 }
 
 /* ---- upstream events -------------------------------------------------------------------- */
 
-/*
- * Acknowledges upstream data at once instead of after the delayed-ACK timer (40 ms). An
- * upstream with Nagle on holds a small write (the first server-sent event after the head, the
- * head after TLS 1.3 session tickets) until its previous segment is acknowledged; a receiver
- * that has nothing to send back would otherwise delay that ACK. Linux forgets the setting as
- * soon as it sees request/response traffic again, so it is set after each request is sent
- * and after each read of a response still streaming.
- */
-static void exch_quickack(struct bufferevent *bev)
+static bool exch_bodyless(const struct http1_msg *req)
 {
-    evutil_socket_t fd = bufferevent_getfd(bev);
-    int one = 1;
-
-    if (fd >= 0)
-        setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
-}
-
-static void up_read_cb(struct bufferevent *bev, void *arg)
-{
-    struct exchange *x = arg;
-
-    exch_enter(x);
-    exch_up_input(x);
-    if (x->state == EXCH_S_RELAY && x->resp_started && !x->resp_done) {
-        /* a response is streaming (one read whole costs nothing): no buffers held between its
-         * reads, however long it lasts (the pool takes the mode off again) */
-        exch_quickack(bev);
-        bevio_release_always(bev);
-    }
-    exch_leave(x);
-}
-
-static void up_write_cb(struct bufferevent *bev, void *arg)
-{
-    struct exchange *x = arg;
-
-    exch_enter(x);
-    if (x->body_paused && evbuffer_get_length(bufferevent_get_output(bev)) <= VG_CONN_OUT_CAP / 2) {
-        x->body_paused = false;
-        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-        x->ops->more(x->t);
-    }
-    exch_leave(x);
+    return req->body == HTTP1_BODY_NONE ||
+           (req->body == HTTP1_BODY_LENGTH && req->content_length == 0);
 }
 
 /*
- * A pooled connection can die just as it is reused (the upstream closed it while idle). A
- * bodyless GET/HEAD/OPTIONS that got no byte of answer is then sent once more on a fresh
- * connection, as nginx does. exch_retryable: the request could be (the pool may then hand out
- * a connection without its liveness peek); exch_retry returns 1 when a retry started.
+ * A pooled connection can die just as it is reused (the upstream closed it while idle), and a
+ * server may refuse a stream unprocessed. A bodyless request that got no byte of answer is then
+ * sent once more, on a fresh connection or another stream, as nginx does: any method when the
+ * origin says it was refused unprocessed, else only GET/HEAD/OPTIONS. exch_retryable: the
+ * request could be (the pool may then hand out a connection without its liveness peek);
+ * exch_retry returns 1 when a retry started.
  */
 bool exch_retryable(const struct exchange *x)
 {
     const struct http1_msg *req = x->req;
     const char *m;
 
-    if (req == NULL || x->h2s != NULL || x->retried)
+    if (req == NULL || x->retried)
         return false;
     m = req->head.method;
-    return (req->body == HTTP1_BODY_NONE ||
-            (req->body == HTTP1_BODY_LENGTH && req->content_length == 0)) &&
+    return exch_bodyless(req) &&
            (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0 || strcmp(m, "OPTIONS") == 0);
 }
 
-static int exch_retry(struct exchange *x)
+static int exch_retry(struct exchange *x, enum origin_retry retry)
 {
-    if (x->state != EXCH_S_RELAY || x->resp_started || x->resp_bytes > 0 || !exch_retryable(x))
+    if (retry == ORIGIN_RETRY_NO || x->retried || x->resp_started || !exch_bodyless(x->req) ||
+        (retry == ORIGIN_RETRY_SAFE && !exch_retryable(x)))
         return 0;
     x->retried = true;
     exch_drop_upstream(x, true);
     x->req_done = false;
-    exch_log(x, LOG_DEBUG, "upstream_retry", "pooled_connection_closed", NULL);
+    exch_log(x, LOG_DEBUG, "upstream_retry",
+             retry == ORIGIN_RETRY_ANY ? "h2_stream_refused" : "pooled_connection_closed", NULL);
     exch_get_upstream(x);
     return 1;
 }
 
-/* The upstream closed: the end of a close-delimited body, a retry, or a cut response. */
-static void up_eof(struct exchange *x)
-{
-    exch_up_input(x);
-    if (x->state != EXCH_S_RELAY && x->state != EXCH_S_UP_CONNECT)
-        return;
-    if (x->state == EXCH_S_RELAY && x->zdone)
-        return; /* the body is complete; its decoded rest waits for the client */
-    if (x->state == EXCH_S_RELAY && !x->resp_done && x->parser != NULL &&
-        http1_in_message(x->parser) && x->resp_started && http1_feed_eof(x->parser) == 0 &&
-        (x->resp_done || x->zdone)) {
-        if (x->resp_done)
-            exch_response_done(x);
-        return;
-    }
-    if (exch_retry(x))
-        return;
-    metrics_upstream_error(x->w->id, METRICS_UE_PROTOCOL);
-    exch_fail(x, 502, VG_PS_INCOMPLETE, "upstream closed the connection", VG_R_UPSTREAM_EOF);
-}
-
-static void up_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-    struct exchange *x = arg;
-    char detail[256];
-
-    exch_enter(x);
-    if (what & BEV_EVENT_EOF) {
-        up_eof(x);
-    } else if (what & BEV_EVENT_TIMEOUT) {
-        metrics_upstream_error(x->w->id, METRICS_UE_TIMEOUT);
-        exch_fail(x, 504, VG_PS_RESPONSE_TIMEOUT, "upstream timed out", VG_R_UPSTREAM_TIMEOUT);
-    } else if ((what & BEV_EVENT_ERROR) && !exch_retry(x)) {
-        unsigned long e = bufferevent_get_openssl_error(bev);
-
-        snprintf(detail, sizeof(detail), "%s",
-                 e != 0 ? exch_tls_reason(e) : strerror(EVUTIL_SOCKET_ERROR()));
-        exch_log(x, LOG_INFO, "upstream_error", VG_R_UPSTREAM_IO, detail);
-        metrics_upstream_error(x->w->id, METRICS_UE_CONNECT);
-        exch_fail(x, 502, VG_PS_TERMINATED, "upstream connection failed", VG_R_UPSTREAM_IO);
-    }
-    exch_leave(x);
-}
-
-/* ---- an HTTP/2 upstream (h2up.c) ------------------------------------------------------ */
-
-static void exch_h2_more(void *arg)
+/* The response cannot go on: a retry, or the answer of SPEC §4 for the failure. */
+static void exch_origin_failed(void *arg, enum origin_fail f, enum origin_retry retry,
+                               const char *detail)
 {
     struct exchange *x = arg;
 
     exch_enter(x);
-    if (x->state == EXCH_S_RELAY && x->body_paused) {
-        x->body_paused = false;
-        x->ops->more(x->t);
-    }
-    exch_leave(x);
-}
-
-/* A request that waited for a connection being made learns its place. */
-static void exch_h2_placed(void *arg, enum h2up_placed p, enum upstream_err err)
-{
-    struct exchange *x = arg;
-
-    exch_enter(x);
-    if (p != H2UP_PLACED_OPEN)
-        x->h2s = NULL; /* freed by h2up.c */
-    if (x->state != EXCH_S_UP_CONNECT) {
-        h2up_close(&x->h2s);
+    if (x->state != EXCH_S_RELAY || exch_retry(x, retry))
         goto out;
-    }
-    switch (p) {
-    case H2UP_PLACED_OPEN:
-        exch_h2_started(x);
+    switch (f) {
+    case ORIGIN_FAIL_EOF:
+        metrics_upstream_error(x->w->id, METRICS_UE_PROTOCOL);
+        exch_fail(x, 502, VG_PS_INCOMPLETE, "upstream closed the connection", VG_R_UPSTREAM_EOF);
         break;
-    case H2UP_PLACED_RETRY:
-        exch_get_upstream(x);
-        break;
-    case H2UP_PLACED_H1:
-        exch_dial(x);
-        break;
-    case H2UP_PLACED_FAILED:
-        exch_upstream_failed(x, err);
-        break;
-    }
-out:
-    exch_leave(x);
-}
-
-static const struct h2up_ops h2_ops = {
-    {resp_on_head, resp_on_body, resp_on_done, resp_on_trailers},
-    exch_h2_after,
-    exch_h2_more,
-    exch_h2_placed,
-};
-
-/*
- * The server refused the stream unprocessed (REFUSED_STREAM, or above a GOAWAY's last stream):
- * a request without a body that got no answer yet goes once more, on another stream. 1 when
- * it did.
- */
-static int exch_h2_retry(struct exchange *x)
-{
-    if (x->retried || x->resp_started || x->h2s == NULL || !h2up_refused(x->h2s) ||
-        !(x->req->body == HTTP1_BODY_NONE ||
-          (x->req->body == HTTP1_BODY_LENGTH && x->req->content_length == 0)))
-        return 0;
-    x->retried = true;
-    h2up_close(&x->h2s);
-    x->req_done = false;
-    exch_log(x, LOG_DEBUG, "upstream_retry", "h2_stream_refused", NULL);
-    exch_get_upstream(x);
-    return 1;
-}
-
-/*
- * After a batch of the stream's frames went through the response callbacks: the end, a
- * failure, or the window given back while the client side has room (else held until
- * exchange_drained: a slow client stalls only this stream).
- */
-static void exch_h2_after(void *arg, bool err)
-{
-    struct exchange *x = arg;
-    int zr;
-
-    exch_enter(x);
-    if (x->state != EXCH_S_RELAY)
-        goto out;
-    if (err && !x->resp_done && !x->zdone) {
-        if (exch_h2_retry(x))
-            goto out;
+    case ORIGIN_FAIL_RESET:
         metrics_upstream_error(x->w->id, METRICS_UE_PROTOCOL);
         if (x->resp_err_status != 0)
             exch_protocol_error(x);
         else
             exch_fail(x, 502, VG_PS_INCOMPLETE, "upstream stream reset", VG_R_UPSTREAM_EOF);
-        goto out;
-    }
-    zr = exch_inflate_resume(x);
-    if (zr < 0) {
+        break;
+    case ORIGIN_FAIL_IO:
+        exch_log(x, LOG_INFO, "upstream_error", VG_R_UPSTREAM_IO, detail);
+        metrics_upstream_error(x->w->id, METRICS_UE_CONNECT);
+        exch_fail(x, 502, VG_PS_TERMINATED, "upstream connection failed", VG_R_UPSTREAM_IO);
+        break;
+    case ORIGIN_FAIL_TIMEOUT:
+        metrics_upstream_error(x->w->id, METRICS_UE_TIMEOUT);
+        exch_fail(x, 504, VG_PS_RESPONSE_TIMEOUT, "upstream timed out", VG_R_UPSTREAM_TIMEOUT);
+        break;
+    case ORIGIN_FAIL_PROTOCOL:
         exch_protocol_error(x);
-        goto out;
+        break;
     }
-    x->ops->flush(x->t);
-    if (x->resp_done) {
-        exch_response_done(x);
-        goto out;
-    }
-    x->up_paused = exch_inflate_blocked(x) || x->zdone || x->ops->room(x->t) == 0;
-    if (!x->up_paused)
-        h2up_consume(x->h2s);
 out:
     exch_leave(x);
 }
 
-/* A stream on a pooled HTTP/2 connection to this request's upstream, or in the queue of one
- * being made (*how, an enum h2up_how). */
-struct h2up_stream *exch_h2_open(struct exchange *x, int *how)
+/* The request body may flow again. */
+static void exch_origin_more(void *arg)
 {
-    enum h2up_how h;
-    struct h2up_stream *s = h2up_open(x->w, x->host, x->up_port, &h2_ops, x, &h);
+    struct exchange *x = arg;
 
-    *how = (int)h;
-    return s;
+    exch_enter(x);
+    if (x->state == EXCH_S_RELAY)
+        x->ops->more(x->t);
+    exch_leave(x);
 }
 
 /*
@@ -813,35 +615,10 @@ static void exch_grpc_unavailable(struct exchange *x)
     exch_finish(x, EXCH_END_CLOSE);
 }
 
-/* The request's stream is there: head out, then the body, then the response. */
-void exch_h2_started(struct exchange *x)
-{
-    uint64_t len;
-    bool no_body = exch_req_body(x, &len) == HTTP1_BODY_NONE;
-
-    exch_enter(x);
-    x->route_tunnel = h2up_route_tunnel(x->h2s);
-    if (exch_send_head(x, no_body) < 0) {
-        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "request head too large", VG_R_HEAD);
-        goto out;
-    }
-    x->req_done = no_body;
-    x->state = EXCH_S_RELAY;
-    exch_arm(x, EXCH_T(x, VG_T_RESPONSE_HEAD));
-    if (exch_cred_body_out(x) < 0) {
-        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
-        goto out;
-    }
-    if (!x->req_done)
-        x->ops->more(x->t);
-out:
-    exch_leave(x);
-}
-
 /* ---- the upstream connection ------------------------------------------------------------ */
 
-/* upstream_get() failed: the answer of SPEC §4 for that failure. */
-void exch_upstream_failed(struct exchange *x, enum upstream_err err)
+/* Getting the upstream failed: the answer of SPEC §4 for that failure. */
+static void exch_upstream_failed(struct exchange *x, enum upstream_err err)
 {
     const char *type = upstream_err_type(err);
 
@@ -856,46 +633,15 @@ void exch_upstream_failed(struct exchange *x, enum upstream_err err)
               type);
 }
 
-/* Takes bev as this request's upstream: callbacks, limits, a reset response parser. 0 or -1. */
-static int exch_attach(struct exchange *x, struct bufferevent *bev, bool route_tunnel)
-{
-    x->up.bev = bev;
-    x->route_tunnel = route_tunnel;
-    /* many servers close without close_notify; truncation of a Content-Length or chunked body
-     * is still caught by the parser, and an EOF-delimited body can only end this way */
-    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-    if (bufferevent_openssl_get_ssl(bev) != NULL)
-        SSL_set_options(bufferevent_openssl_get_ssl(bev), SSL_OP_IGNORE_UNEXPECTED_EOF);
-    bufferevent_setcb(bev, up_read_cb, up_write_cb, up_event_cb, x);
-    bufferevent_setwatermark(bev, EV_READ, 0, VG_CONN_IN_MAX);
-    bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-    bufferevent_set_timeouts(bev, NULL, NULL);
-    /* a fresh parser for each upstream connection (one that ended stays stopped) */
-    http1_parser_free(&x->parser);
-    x->parser = http1_parser_new(HTTP1_RESPONSE, &resp_callbacks, x);
-    if (x->parser == NULL)
-        return -1;
-    http1_parser_set_request_method(x->parser, x->req->head.method);
-    return 0;
-}
-
-/* Serialises the rewritten head for the upstream (a head with a secret in a wiped block). */
+/* Sends the rewritten head (a head with a secret goes in wiped buffers, never indexed). */
 static int exch_send_head(struct exchange *x, bool no_body)
 {
-    const struct http1_msg *req = x->req;
     uint64_t len = 0;
     enum http1_body body = exch_req_body(x, &len);
 
-    if (x->h2s != NULL) {
-        if (h2up_request(x->h2s, &req->head, no_body, body == HTTP1_BODY_LENGTH, len,
-                         x->rule >= 0) < 0)
-            return -1;
-    } else {
-        x->up.nocopy = x->rule >= 0;
-        if ((x->rule >= 0 ? http1_write_request_head_wiped : http1_write_request_head)(
-                x->up.stage, &req->head, no_body ? HTTP1_BODY_NONE : body, len) < 0)
-            return -1;
-    }
+    if (origin_request(x->o, &x->req->head, no_body ? HTTP1_BODY_NONE : body, len, x->rule >= 0) <
+        0)
+        return -1;
     if (x->rule >= 0) {
         struct policy_rule_info ri;
 
@@ -905,50 +651,45 @@ static int exch_send_head(struct exchange *x, bool no_body)
     return 0;
 }
 
+/* The upstream is there, or will not be: the answer of SPEC §4 for a failure, else the head. */
+static int exch_origin_check(struct exchange *x, enum origin_up up, enum upstream_err err)
+{
+    switch (up) {
+    case ORIGIN_UP_OK:
+        break;
+    case ORIGIN_UP_FAILED:
+        exch_upstream_failed(x, err);
+        return -1;
+    case ORIGIN_UP_NO_DIAL:
+        exch_fail(x, 502, VG_PS_INTERNAL_ERROR, "upstream connection failed", VG_R_UPSTREAM_GET);
+        return -1;
+    case ORIGIN_UP_NO_MEM:
+        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
+        return -1;
+    }
+    x->route_tunnel = x->o->route_tunnel;
+    if (x->grpc && (x->o->caps & ORIGIN_CAP_GRPC) == 0) {
+        /* gRPC needs HTTP/2 end to end: never translated to HTTP/1.1 (SPEC §10) */
+        origin_release(&x->o, true);
+        exch_grpc_unavailable(x);
+        return -1;
+    }
+    return 0;
+}
+
 /*
- * upstream_get()'s callback: the rewritten head goes out (the parsed head, with the secret, is
- * wiped when the transport resets its parser), then the body and the response stream.
+ * The origin's ready: the rewritten head goes out (the parsed head, with the secret, is wiped
+ * when the transport resets its parser), then the body and the response stream.
  */
-void exch_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bool route_tunnel)
+static void exch_origin_ready(void *arg, enum origin_up up, enum upstream_err err)
 {
     struct exchange *x = arg;
     uint64_t len;
     bool no_body = exch_req_body(x, &len) == HTTP1_BODY_NONE;
 
     exch_enter(x);
-    x->upreq = NULL;
-    if (x->state != EXCH_S_UP_CONNECT) {
-        h2up_dial_end(&x->h2dial, H2UP_PLACED_RETRY, UPSTREAM_OK);
-        if (bev != NULL)
-            bufferevent_free(bev);
+    if (x->state != EXCH_S_UP_CONNECT || exch_origin_check(x, up, err) < 0)
         goto out;
-    }
-    if (bev == NULL) {
-        /* the requests waiting for this dial get the same answer */
-        h2up_dial_end(&x->h2dial, H2UP_PLACED_FAILED, err);
-        exch_upstream_failed(x, err);
-        goto out;
-    }
-    if (x->up_tls == UPSTREAM_TLS_H2 && upstream_alpn_h2(bev)) {
-        x->route_tunnel = route_tunnel;
-        x->h2s = h2up_attach(x->w, &x->h2dial, x->host, x->up_port, bev, route_tunnel, &h2_ops, x);
-        if (x->h2s == NULL)
-            exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
-        else
-            exch_h2_started(x);
-        goto out;
-    }
-    h2up_dial_end(&x->h2dial, H2UP_PLACED_H1, UPSTREAM_OK); /* each waiting request dials */
-    if (x->grpc) {
-        /* gRPC needs HTTP/2 end to end: never translated to HTTP/1.1 (SPEC §10) */
-        upstream_release(x->w->up, x->host, x->up_port, x->up_tls, bev);
-        exch_grpc_unavailable(x);
-        goto out;
-    }
-    if (exch_attach(x, bev, route_tunnel) < 0) {
-        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
-        goto out;
-    }
     if (exch_send_head(x, no_body) < 0) {
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "request head too large", VG_R_HEAD);
         goto out;
@@ -960,13 +701,19 @@ void exch_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bo
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
         goto out;
     }
-    bevio_push(&x->up);
-    /* the answer is next: acknowledge at once what arrives now (see exch_quickack) */
-    exch_quickack(bev);
+    origin_flush(x->o);
     if (!x->req_done)
         x->ops->more(x->t);
-    if (x->state == EXCH_S_RELAY)
-        exch_up_input(x);
+    if (x->state == EXCH_S_RELAY && x->o != NULL)
+        origin_resume(x->o); /* the response may already be there */
 out:
     exch_leave(x);
 }
+
+const struct origin_cbs exch_origin_cbs = {
+    {resp_on_head, resp_on_body, resp_on_done, resp_on_trailers},
+    exch_origin_ready,
+    exch_origin_after,
+    exch_origin_failed,
+    exch_origin_more,
+};

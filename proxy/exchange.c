@@ -112,6 +112,26 @@ void exch_log_request(struct exchange *x, const char *route, const char *reason)
     log_event(LOG_INFO, "request", &f);
 }
 
+static const char *const req_names[] = {"head", "token", "sign", "connect",
+                                        "body", "sent",  "ended"};
+static const char *const resp_names[] = {"none", "body", "switching", "drain", "done", "switched"};
+
+void exch_set_req(struct exchange *x, enum exch_req s)
+{
+    if (x->req_state == s)
+        return;
+    x->req_state = s;
+    exch_log(x, LOG_DEBUG, "request_state", req_names[s], NULL);
+}
+
+void exch_set_resp(struct exchange *x, enum exch_resp s)
+{
+    if (x->resp_state == s)
+        return;
+    x->resp_state = s;
+    exch_log(x, LOG_DEBUG, "response_state", resp_names[s], NULL);
+}
+
 void exch_enter(struct exchange *x)
 {
     defer_enter(&x->defer);
@@ -130,13 +150,13 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
     struct exchange *x = arg;
 
     exch_enter(x);
-    if (x->state == EXCH_S_TOKEN) {
+    if (x->req_state == EXCH_REQ_TOKEN) {
         exch_cred_token_timeout(x);
         exch_leave(x);
         return;
     }
     metrics_upstream_error(x->w->id, METRICS_UE_TIMEOUT);
-    exch_fail(x, 504, x->state == EXCH_S_RELAY ? VG_PS_RESPONSE_TIMEOUT : VG_PS_CONNECTION_TIMEOUT,
+    exch_fail(x, 504, exch_relaying(x) ? VG_PS_RESPONSE_TIMEOUT : VG_PS_CONNECTION_TIMEOUT,
               "upstream timed out", VG_R_UPSTREAM_TIMEOUT);
     exch_leave(x);
 }
@@ -165,9 +185,9 @@ void exch_record_refusal(struct exchange *x)
 /* Reports how the exchange ended: its last word to the transport. */
 void exch_finish(struct exchange *x, enum exch_end how)
 {
-    if (x->state == EXCH_S_ENDED || defer_freed(&x->defer))
+    if (x->req_state == EXCH_REQ_ENDED || defer_freed(&x->defer))
         return;
-    x->state = EXCH_S_ENDED;
+    exch_set_req(x, EXCH_REQ_ENDED);
     if (x->timer != NULL)
         evtimer_del(x->timer);
     x->ops->finished(x->t, how);
@@ -177,7 +197,6 @@ void exch_finish(struct exchange *x, enum exch_end how)
 void exch_drop_upstream(struct exchange *x, bool abort)
 {
     origin_cancel(&x->o, abort);
-    x->up_paused = false;
 }
 
 /*
@@ -188,16 +207,16 @@ void exch_drop_upstream(struct exchange *x, bool abort)
 void exch_fail(struct exchange *x, int status, const char *type, const char *details,
                const char *reason)
 {
-    if (x->state == EXCH_S_ENDED || defer_freed(&x->defer))
+    if (x->req_state == EXCH_REQ_ENDED || defer_freed(&x->defer))
         return;
     exch_drop_upstream(x, true);
-    if (x->resp_started) {
+    if (x->resp_state != EXCH_RESP_NONE) {
         exch_log_request(x, NULL, reason);
         exch_finish(x, EXCH_END_ABORT);
         return;
     }
     x->status = status;
-    x->resp_started = x->resp_done = true;
+    exch_set_resp(x, EXCH_RESP_DONE);
     if (x->ops->error(x->t, status, type, details, x->host[0] != '\0' ? x->host : NULL) < 0) {
         exch_finish(x, EXCH_END_ABORT);
         return;
@@ -481,7 +500,7 @@ static void exch_answer_probe(struct exchange *x)
 
     x->mdec = METRICS_D_ALLOW;
     x->status = 204;
-    x->resp_started = x->resp_done = true;
+    exch_set_resp(x, EXCH_RESP_DONE);
     httphead_init(&h);
     rc = httphead_set_status_line(&h, 1, 204, "No Content", 10) < 0 ||
                  httphead_add(&h, "Proxy-Status", 12, ps, (size_t)n) < 0 ||
@@ -581,7 +600,7 @@ void exch_get_upstream(struct exchange *x)
     const struct origin_source *src = x->cc->origins != NULL ? x->cc->origins : &origin_upstreams;
     struct origin_want want = {x->host, x->up_port, x->up_tls, exch_retryable(x)};
 
-    x->state = EXCH_S_UP_CONNECT;
+    exch_set_req(x, EXCH_REQ_CONNECT);
     exch_arm(x, EXCH_T_UP_GET(x));
     x->o = src->get(x->w, &want, &exch_origin_cbs, x);
     if (x->o == NULL) {
@@ -637,13 +656,13 @@ int exchange_body(struct exchange *x, const char *data, size_t len)
 {
     int rc;
 
-    if (x->state == EXCH_S_BODY) {
+    if (x->req_state == EXCH_REQ_SIGN) {
         exch_enter(x);
         rc = exch_cred_body(x, data, len);
         exch_leave(x);
         return rc;
     }
-    if (x->state != EXCH_S_RELAY || x->o == NULL)
+    if (!exch_relaying(x) || x->o == NULL)
         return -1;
     rc = origin_body(x->o, data, len);
     if (rc < 0) {
@@ -658,13 +677,13 @@ int exchange_body_end(struct exchange *x)
 {
     int rc;
 
-    if (x->state == EXCH_S_BODY) {
+    if (x->req_state == EXCH_REQ_SIGN) {
         exch_enter(x);
         rc = exch_cred_body_end(x);
         exch_leave(x);
         return rc;
     }
-    if (x->state != EXCH_S_RELAY || x->o == NULL)
+    if (!exch_relaying(x) || x->o == NULL)
         return -1;
     if (origin_body_end(x->o) < 0) {
         exch_enter(x);
@@ -672,13 +691,13 @@ int exchange_body_end(struct exchange *x)
         exch_leave(x);
         return -1;
     }
-    x->req_done = true;
+    exch_set_req(x, EXCH_REQ_SENT);
     return 0;
 }
 
 void exchange_flush(struct exchange *x)
 {
-    if (x->state == EXCH_S_RELAY && x->o != NULL)
+    if (exch_relaying(x) && x->o != NULL)
         origin_flush(x->o);
 }
 
@@ -703,19 +722,18 @@ const char *exchange_host(const struct exchange *x)
 
 void exchange_client_gone(struct exchange *x, const char *reason)
 {
-    if (x->state == EXCH_S_RELAY || x->state == EXCH_S_UP_CONNECT || x->state == EXCH_S_BODY ||
-        x->state == EXCH_S_TOKEN)
+    if (x->req_state != EXCH_REQ_HEAD && x->req_state != EXCH_REQ_ENDED)
         exch_log_request(x, NULL, reason);
 }
 
 bool exchange_responding(const struct exchange *x)
 {
-    return x->resp_started;
+    return x->resp_state != EXCH_RESP_NONE;
 }
 
 bool exchange_sent(const struct exchange *x)
 {
-    return x->state == EXCH_S_RELAY && x->req_done;
+    return x->req_state == EXCH_REQ_SENT;
 }
 
 void exchange_take_upgrade(struct exchange *x, struct bufferevent **up, struct wsmask **wsm,
@@ -726,7 +744,6 @@ void exchange_take_upgrade(struct exchange *x, struct bufferevent **up, struct w
     *bad_ext = x->ws_bad_ext;
     *route_tunnel = x->route_tunnel;
     x->wsm = NULL;
-    x->upgrade_taken = true;
 }
 
 void exchange_connect_target(const struct exchange *x, const char **host, int *port, bool *tunnel)
@@ -777,7 +794,9 @@ void exchange_free(struct exchange **xp)
     if (x == NULL)
         return;
     *xp = NULL;
-    clean = x->resp_done && x->req_done;
+    /* ended: any origin left is a switched one the transport did not take */
+    clean = x->req_state == EXCH_REQ_ENDED ||
+            (x->req_state == EXCH_REQ_SENT && x->resp_state == EXCH_RESP_DONE);
     exch_cred_detach(x);
     exch_drop_upstream(x, !clean);
     if (x->timer != NULL)
@@ -785,7 +804,7 @@ void exchange_free(struct exchange **xp)
     /* the masker goes to the worker's cache when it finished its stream cleanly */
     if (x->mask != NULL && x->mask_clean && !x->forms_dynamic)
         exch_mask_give(x->w, &x->mask, x->rule, x->policy_gen);
-    x->state = EXCH_S_ENDED;
+    x->req_state = EXCH_REQ_ENDED; /* not logged: the transport let go */
     x->cc = NULL;
     x->ops = NULL;
     x->t = NULL;

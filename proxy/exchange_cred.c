@@ -323,7 +323,7 @@ static int sigv4_apply(struct exchange *x, struct http_head *h)
         return -1;
     }
     httphead_remove(h, "Expect");
-    x->state = EXCH_S_BODY;
+    exch_set_req(x, EXCH_REQ_SIGN);
     x->ops->more(x->t);
     return 1;
 }
@@ -381,7 +381,7 @@ int exch_cred_body_out(struct exchange *x)
 {
     if (!x->sig_buffered || x->sig_body == NULL)
         return 0;
-    x->req_done = true;
+    exch_set_req(x, EXCH_REQ_SENT);
     return origin_body_take(x->o, x->sig_body) < 0 ? -1 : origin_body_end(x->o);
 }
 
@@ -439,7 +439,7 @@ static int oauth_apply(struct exchange *x, struct http_head *h, int src, const c
     }
     if ((rc = token_try(x, h)) != 1)
         return rc;
-    x->state = EXCH_S_TOKEN;
+    exch_set_req(x, EXCH_REQ_TOKEN);
     park_link(x, &x->w->parked);
     exch_arm(x, EXCH_T_TOKEN(x));
     return 1;

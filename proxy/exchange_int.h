@@ -36,13 +36,25 @@ struct grpcmask;
 #define EXCH_HTTPS_PORT 443
 #define EXCH_HTTP_PORT  80
 
-enum exch_state {
-    EXCH_S_HEAD = 0,   /* waiting for the request head */
-    EXCH_S_TOKEN,      /* oauth2: waiting for the token manager (parked on the worker) */
-    EXCH_S_BODY,       /* SigV4: the body is buffered and hashed before the request is signed */
-    EXCH_S_UP_CONNECT, /* head accepted; waiting for upstream_get */
-    EXCH_S_RELAY,      /* request and response streaming */
-    EXCH_S_ENDED,      /* finished was reported; nothing more happens */
+/* The request's progress; exch_set_req() is the one setter (it logs at debug). */
+enum exch_req {
+    EXCH_REQ_HEAD = 0, /* waiting for the request head, then checking and deciding it */
+    EXCH_REQ_TOKEN,    /* oauth2: waiting for the token manager (parked on the worker) */
+    EXCH_REQ_SIGN,     /* SigV4: the body is buffered and hashed before the request is signed */
+    EXCH_REQ_CONNECT,  /* head accepted; waiting for the origin */
+    EXCH_REQ_BODY,     /* the head went upstream; the body follows */
+    EXCH_REQ_SENT,     /* the whole request went upstream */
+    EXCH_REQ_ENDED,    /* finished was reported; nothing more happens */
+};
+
+/* The response's progress; exch_set_resp() is the one setter (it logs at debug). */
+enum exch_resp {
+    EXCH_RESP_NONE = 0,  /* no final head went to the transport yet (1xx may have) */
+    EXCH_RESP_BODY,      /* a final head went to the transport; the body streams */
+    EXCH_RESP_SWITCHING, /* a 101 went to the transport; its end completes the switch */
+    EXCH_RESP_DRAIN,     /* the body ended upstream; its decoded rest waits for the client */
+    EXCH_RESP_DONE,      /* complete (an answer of vaultgate's own included) */
+    EXCH_RESP_SWITCHED,  /* the 101 is complete: the upstream goes to the transport */
 };
 
 struct exchange {
@@ -50,7 +62,8 @@ struct exchange {
     const struct exchange_ops *ops;
     void *t;
     struct worker *w;
-    enum exch_state state;
+    enum exch_req req_state;
+    enum exch_resp resp_state;
     struct http1_msg *req;     /* the transport's, valid until exchange_free */
     char host[HOSTNAME_BUFSZ]; /* this request's host */
     int target_port;           /* absolute-form on the proxy listener, or CONNECT: the port named */
@@ -74,16 +87,10 @@ struct exchange {
     bool reported;              /* a policy block forwarded by a report-only vault (SPEC §12) */
     struct http_head *trailers; /* the response's, when it had any (the parser's) */
 
-    /* flags of this request (sub-states are the state above) */
+    /* facts of this request (its progress is the two states above) */
     bool ws;         /* asks for a WebSocket upgrade */
-    bool ws_switch;  /* the upstream answered 101 */
     bool ws_bad_ext; /* a credentialed 101 named an extension */
     bool retried;    /* sent again after a pooled connection died */
-    bool req_done;   /* whole request body sent upstream */
-    bool up_paused;  /* the upstream is not read: the client side is full */
-    bool resp_started;
-    bool resp_done;
-    bool upgrade_taken; /* the upstream went to the transport */
 
     /* reflection masking (SPEC §4) of a response to a request that carried a secret */
     bool masking;
@@ -94,7 +101,6 @@ struct exchange {
     struct evbuffer *zpend;   /* compressed body bytes waiting for the client to drain */
     struct evbuffer *plain;   /* decoded bytes on their way to the masker */
     bool zmore;               /* the decoder stopped at its output budget */
-    bool zdone;               /* the body ended upstream; its decoded rest is still pending */
     struct wsmask *wsm;       /* a credentialed WebSocket after 101 */
     struct grpcmask *gm;      /* a credentialed gRPC response: masked message by message */
     int resp_err_status;      /* set by a response callback that aborts the parse */
@@ -126,6 +132,13 @@ struct exchange {
 };
 
 /* exchange.c */
+void exch_set_req(struct exchange *x, enum exch_req s);
+void exch_set_resp(struct exchange *x, enum exch_resp s);
+/* Head and body are on their way to the upstream or there. */
+static inline bool exch_relaying(const struct exchange *x)
+{
+    return x->req_state == EXCH_REQ_BODY || x->req_state == EXCH_REQ_SENT;
+}
 void exch_enter(struct exchange *x);
 void exch_leave(struct exchange *x);
 double exch_elapsed(const struct timespec *t0);

@@ -118,10 +118,9 @@ static int resp_ws_head(struct exchange *x, struct http_head *h)
     }
     http1_strip_hop_by_hop(h, true);
     x->status = 101;
-    x->ws_switch = true;
     if (x->ops->head(x->t, h, EXCH_BODY_NONE, 0, false) < 0)
         return -1;
-    x->resp_started = true;
+    exch_set_resp(x, EXCH_RESP_SWITCHING);
     if (x->timer != NULL)
         evtimer_del(x->timer);
     return 0;
@@ -235,7 +234,7 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
     x->status = h->status;
     if (x->ops->head(x->t, h, body, len, false) < 0)
         return -1;
-    x->resp_started = true;
+    exch_set_resp(x, EXCH_RESP_BODY);
     /* the head arrived: from now on only body idleness counts (the origin's own timeout) */
     if (x->timer != NULL)
         evtimer_del(x->timer);
@@ -337,7 +336,9 @@ static int resp_on_body(void *arg, const char *data, size_t len)
 /* The response body is complete: the decoder's end, the masker's tail, then the end. */
 static int exch_body_end(struct exchange *x)
 {
-    if (x->masking && x->resp_started && !x->ws_switch) {
+    bool switching = x->resp_state == EXCH_RESP_SWITCHING;
+
+    if (x->masking && !switching) {
         if (x->dec != NULL && mask_decoder_finish(x->dec, x->plain) < 0)
             return -1;
         if (x->gm != NULL && grpcmask_finish(x->gm, x->scratch) < 0)
@@ -346,10 +347,9 @@ static int exch_body_end(struct exchange *x)
             return -1;
         x->mask_clean = true;
     }
-    if (!x->ws_switch && x->ops->end(x->t, x->trailers) < 0)
+    if (!switching && x->ops->end(x->t, x->trailers) < 0)
         return -1;
-    x->zdone = false;
-    x->resp_done = true;
+    exch_set_resp(x, switching ? EXCH_RESP_SWITCHED : EXCH_RESP_DONE);
     return 0;
 }
 
@@ -371,7 +371,7 @@ static int resp_on_done(void *arg)
 
     if (exch_inflate_blocked(x)) {
         /* decoded output still waits for the client: the end follows in exch_inflate_resume */
-        x->zdone = true;
+        exch_set_resp(x, EXCH_RESP_DRAIN);
         return 1;
     }
     return exch_body_end(x) < 0 ? -1 : 1;
@@ -383,13 +383,13 @@ static int resp_on_done(void *arg)
  */
 static int exch_inflate_resume(struct exchange *x)
 {
-    if (x->dec == NULL || (!exch_inflate_blocked(x) && !x->zdone))
+    if (x->dec == NULL || (!exch_inflate_blocked(x) && x->resp_state != EXCH_RESP_DRAIN))
         return 0;
     if (exch_inflate(x) < 0)
         return -1;
     if (exch_inflate_blocked(x))
         return 1;
-    if (x->zdone)
+    if (x->resp_state == EXCH_RESP_DRAIN)
         return exch_body_end(x);
     return 0; /* a body that ended right after the last bytes: resume lets the origin see it */
 }
@@ -412,9 +412,10 @@ static void exch_response_done(struct exchange *x)
     metrics_request(w->id, x->mdec, x->status, exch_elapsed(&x->t_start));
     audit_route(w->sh->audit, w->id, x->host, exch_route(x));
     exch_log_request(x, audit_route_name(exch_route(x)), NULL);
-    origin_release(&x->o, x->req_done);
-    x->up_paused = false;
-    exch_finish(x, x->req_done ? EXCH_END_DONE : EXCH_END_CLOSE);
+    bool sent = x->req_state == EXCH_REQ_SENT;
+
+    origin_release(&x->o, sent);
+    exch_finish(x, sent ? EXCH_END_DONE : EXCH_END_CLOSE);
 }
 
 /* A 101 passed: the transport takes the upstream over (WebSocket splice). */
@@ -448,7 +449,7 @@ static void exch_after(struct exchange *x)
 {
     int zr;
 
-    if (x->state != EXCH_S_RELAY)
+    if (!exch_relaying(x))
         return;
     zr = exch_inflate_resume(x);
     if (zr < 0) {
@@ -456,16 +457,16 @@ static void exch_after(struct exchange *x)
         return;
     }
     x->ops->flush(x->t);
-    if (x->resp_done) {
-        if (x->ws_switch)
-            exch_upgraded(x);
-        else
-            exch_response_done(x);
+    if (x->resp_state == EXCH_RESP_SWITCHED) {
+        exch_upgraded(x);
+        return;
+    }
+    if (x->resp_state == EXCH_RESP_DONE) {
+        exch_response_done(x);
         return;
     }
     /* the client must drain first: room() arms exchange_drained() */
-    x->up_paused = exch_inflate_blocked(x) || x->zdone || x->ops->room(x->t) == 0;
-    if (x->up_paused)
+    if (exch_inflate_blocked(x) || x->resp_state == EXCH_RESP_DRAIN || x->ops->room(x->t) == 0)
         origin_hold(x->o);
     else
         origin_resume(x->o);
@@ -483,10 +484,9 @@ static void exch_origin_after(void *arg)
 void exchange_drained(struct exchange *x)
 {
     exch_enter(x);
-    if (x->state == EXCH_S_RELAY && x->up_paused && x->o != NULL) {
-        x->up_paused = false;
+    /* the origin is held, or will find the client side open on its next batch */
+    if (exch_relaying(x) && x->o != NULL)
         exch_after(x);
-    }
     exch_leave(x);
 }
 
@@ -520,12 +520,11 @@ bool exch_retryable(const struct exchange *x)
 
 static int exch_retry(struct exchange *x, enum origin_retry retry)
 {
-    if (retry == ORIGIN_RETRY_NO || x->retried || x->resp_started || !exch_bodyless(x->req) ||
-        (retry == ORIGIN_RETRY_SAFE && !exch_retryable(x)))
+    if (retry == ORIGIN_RETRY_NO || x->retried || x->resp_state != EXCH_RESP_NONE ||
+        !exch_bodyless(x->req) || (retry == ORIGIN_RETRY_SAFE && !exch_retryable(x)))
         return 0;
     x->retried = true;
     exch_drop_upstream(x, true);
-    x->req_done = false;
     exch_log(x, LOG_DEBUG, "upstream_retry",
              retry == ORIGIN_RETRY_ANY ? "h2_stream_refused" : "pooled_connection_closed", NULL);
     exch_get_upstream(x);
@@ -539,7 +538,7 @@ static void exch_origin_failed(void *arg, enum origin_fail f, enum origin_retry 
     struct exchange *x = arg;
 
     exch_enter(x);
-    if (x->state != EXCH_S_RELAY || exch_retry(x, retry))
+    if (!exch_relaying(x) || exch_retry(x, retry))
         goto out;
     switch (f) {
     case ORIGIN_FAIL_EOF:
@@ -576,7 +575,7 @@ static void exch_origin_more(void *arg)
     struct exchange *x = arg;
 
     exch_enter(x);
-    if (x->state == EXCH_S_RELAY)
+    if (exch_relaying(x))
         x->ops->more(x->t);
     exch_leave(x);
 }
@@ -605,7 +604,7 @@ static void exch_grpc_unavailable(struct exchange *x)
              : 0;
     httphead_reset(&h);
     x->status = 200;
-    x->resp_started = x->resp_done = true;
+    exch_set_resp(x, EXCH_RESP_DONE);
     if (rc < 0) {
         exch_finish(x, EXCH_END_ABORT);
         return;
@@ -688,23 +687,22 @@ static void exch_origin_ready(void *arg, enum origin_up up, enum upstream_err er
     bool no_body = exch_req_body(x, &len) == HTTP1_BODY_NONE;
 
     exch_enter(x);
-    if (x->state != EXCH_S_UP_CONNECT || exch_origin_check(x, up, err) < 0)
+    if (x->req_state != EXCH_REQ_CONNECT || exch_origin_check(x, up, err) < 0)
         goto out;
     if (exch_send_head(x, no_body) < 0) {
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "request head too large", VG_R_HEAD);
         goto out;
     }
-    x->req_done = no_body;
-    x->state = EXCH_S_RELAY;
+    exch_set_req(x, no_body ? EXCH_REQ_SENT : EXCH_REQ_BODY);
     exch_arm(x, EXCH_T(x, VG_T_RESPONSE_HEAD));
     if (exch_cred_body_out(x) < 0) {
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
         goto out;
     }
     origin_flush(x->o);
-    if (!x->req_done)
+    if (x->req_state == EXCH_REQ_BODY)
         x->ops->more(x->t);
-    if (x->state == EXCH_S_RELAY && x->o != NULL)
+    if (exch_relaying(x) && x->o != NULL)
         origin_resume(x->o); /* the response may already be there */
 out:
     exch_leave(x);

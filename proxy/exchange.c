@@ -598,7 +598,8 @@ static int exch_rewrite(struct exchange *x, struct http_head *h, const struct po
 void exch_get_upstream(struct exchange *x)
 {
     const struct origin_source *src = x->cc->origins != NULL ? x->cc->origins : &origin_upstreams;
-    struct origin_want want = {x->host, x->up_port, x->up_tls, exch_retryable(x)};
+    struct origin_want want = {x->host,           x->up_port, x->up_tls,
+                               exch_retryable(x), x->w->up,   EXCH_T(x, VG_T_BODY_IDLE)};
 
     exch_set_req(x, EXCH_REQ_CONNECT);
     exch_arm(x, EXCH_T_UP_GET(x));
@@ -740,10 +741,10 @@ void exchange_take_upgrade(struct exchange *x, struct bufferevent **up, struct w
                            bool *bad_ext, bool *route_tunnel)
 {
     *up = x->o != NULL ? origin_take(&x->o) : NULL;
-    *wsm = x->wsm;
+    *wsm = x->rf.wsm;
     *bad_ext = x->ws_bad_ext;
     *route_tunnel = x->route_tunnel;
-    x->wsm = NULL;
+    x->rf.wsm = NULL;
 }
 
 void exchange_connect_target(const struct exchange *x, const char **host, int *port, bool *tunnel)
@@ -778,7 +779,7 @@ struct exchange *exchange_new(struct exch_conn *cc, const struct exchange_ops *o
 /* Frees the memory of x (everything the connection lent was given back by exchange_free). */
 static void exch_destroy(struct exchange *x)
 {
-    exch_drop_mask(x);
+    exch_filter_free(&x->rf);
     exch_cred_free(x);
     policy_unref(&x->policy);
     if (x->timer != NULL)
@@ -789,6 +790,7 @@ static void exch_destroy(struct exchange *x)
 void exchange_free(struct exchange **xp)
 {
     struct exchange *x = *xp;
+    struct mask *m;
     bool clean;
 
     if (x == NULL)
@@ -802,8 +804,8 @@ void exchange_free(struct exchange **xp)
     if (x->timer != NULL)
         evtimer_del(x->timer);
     /* the masker goes to the worker's cache when it finished its stream cleanly */
-    if (x->mask != NULL && x->mask_clean && !x->forms_dynamic)
-        exch_mask_give(x->w, &x->mask, x->rule, x->policy_gen);
+    if (!exch_cred_dynamic(x) && (m = exch_filter_keep(&x->rf)) != NULL)
+        exch_mask_give(x->w, &m, x->rule, x->policy_gen);
     x->req_state = EXCH_REQ_ENDED; /* not logged: the transport let go */
     x->cc = NULL;
     x->ops = NULL;

@@ -17,6 +17,7 @@
 #include "policy/sigv4.h"
 #include "proxy/bevio.h"
 #include "proxy/exchange.h"
+#include "proxy/exchange_filter.h"
 #include "proxy/metrics.h"
 #include "proxy/oauth.h"
 #include "proxy/origin.h"
@@ -57,6 +58,31 @@ enum exch_resp {
     EXCH_RESP_SWITCHED,  /* the 101 is complete: the upstream goes to the transport */
 };
 
+/*
+ * The credential of one request: what was injected, the forms the masker looks for, a SigV4
+ * body being buffered, an OAuth 2.0 token. Only exchange_cred.c reads or writes it; the rest
+ * of the exchange asks through exch_cred_*().
+ */
+struct exch_cred {
+    struct inject_form forms[INJECT_MAX_FORMS]; /* what the masker looks for */
+    size_t nforms;
+    struct inject_form *hforms; /* forms plus those of the secret's earlier values, or NULL */
+    size_t nhforms;
+    struct inject_token **htok; /* ... the earlier values' wire forms (owned) */
+    size_t nhtok;
+    bool forms_dynamic;          /* per request (a signature): the masker is not kept */
+    char sig[SIGV4_HEX_LEN + 1]; /* this request's SigV4 signature */
+    struct sigv4_hash *sig_hash; /* SigV4: the body's SHA-256 while it is buffered */
+    struct evbuffer *sig_body;   /* ... the buffered body, in blocks wiped when released */
+    char *sig_blk;               /* ... the block being filled */
+    size_t sig_blk_cap, sig_blk_used;
+    uint64_t sig_len;       /* ... bytes buffered */
+    bool sig_buffered;      /* the body went into sig_body: it goes upstream with Content-Length */
+    struct oauth_src *osrc; /* oauth2: the source (the snapshot's, alive with x->policy) */
+    struct oauth_tok *otok; /* ... the token injected (a reference) */
+    struct inject_token *itok; /* ... its wire forms */
+};
+
 struct exchange {
     struct exch_conn *cc; /* NULL once freed by the transport (the memory may wait) */
     const struct exchange_ops *ops;
@@ -92,41 +118,14 @@ struct exchange {
     bool ws_bad_ext; /* a credentialed 101 named an extension */
     bool retried;    /* sent again after a pooled connection died */
 
-    /* reflection masking (SPEC §4) of a response to a request that carried a secret */
-    bool masking;
-    bool mask_clean; /* the masker finished its stream: it may serve the next request */
-    struct mask *mask;
-    struct mask_decoder *dec;
-    struct evbuffer *scratch; /* bytes on their way to the transport */
-    struct evbuffer *zpend;   /* compressed body bytes waiting for the client to drain */
-    struct evbuffer *plain;   /* decoded bytes on their way to the masker */
-    bool zmore;               /* the decoder stopped at its output budget */
-    struct wsmask *wsm;       /* a credentialed WebSocket after 101 */
-    struct grpcmask *gm;      /* a credentialed gRPC response: masked message by message */
-    int resp_err_status;      /* set by a response callback that aborts the parse */
+    struct exch_filter rf; /* reflection masking (SPEC §4) of the response (exchange_filter.c) */
+    int resp_err_status;   /* set by a response callback that aborts the parse */
     const char *resp_err_type;
     const char *resp_err_details;
 
-    /* the credential of this request (exchange_cred.c) */
-    struct inject_form forms[INJECT_MAX_FORMS]; /* what the masker looks for */
-    size_t nforms;
-    struct inject_form *hforms; /* forms plus those of the secret's earlier values, or NULL */
-    size_t nhforms;
-    struct inject_token **htok; /* ... the earlier values' wire forms (owned) */
-    size_t nhtok;
-    bool forms_dynamic;          /* per request (a signature): the masker is not kept */
-    char sig[SIGV4_HEX_LEN + 1]; /* this request's SigV4 signature */
-    struct sigv4_hash *sig_hash; /* SigV4: the body's SHA-256 while it is buffered */
-    struct evbuffer *sig_body;   /* ... the buffered body, in blocks wiped when released */
-    char *sig_blk;               /* ... the block being filled */
-    size_t sig_blk_cap, sig_blk_used;
-    uint64_t sig_len;       /* ... bytes buffered */
-    bool sig_buffered;      /* the body went into sig_body: it goes upstream with Content-Length */
-    struct oauth_src *osrc; /* oauth2: the source (the snapshot's, alive with x->policy) */
-    struct oauth_tok *otok; /* ... the token injected (a reference) */
-    struct inject_token *itok; /* ... its wire forms */
-    struct exchange *park_prev, *park_next;
-    void **park_list; /* the list x is parked on, or NULL */
+    struct exch_cred cred; /* the credential of this request (exchange_cred.c's alone) */
+    struct exchange *park_prev, *park_next; /* waiting for a token (exchange_cred.c) */
+    void **park_list;                       /* the list x is parked on, or NULL */
 
     struct defer defer; /* exchange callbacks on the stack; freed at depth 0 after exchange_free */
 };
@@ -153,14 +152,6 @@ void exch_finish(struct exchange *x, enum exch_end how);
 void exch_drop_upstream(struct exchange *x, bool abort);
 void exch_get_upstream(struct exchange *x);
 /* The worker's masker for rule's forms of snapshot gen, now the caller's; NULL when it has none. */
-/* The forms this request's masker looks for: the credential's, and those of every value its
- * secret held earlier in the run (SPEC §4). */
-static inline const struct inject_form *exch_forms(const struct exchange *x, size_t *n)
-{
-    *n = x->hforms != NULL ? x->nhforms : x->nforms;
-    return x->hforms != NULL ? x->hforms : x->forms;
-}
-
 struct mask *exch_mask_take(struct worker *w, int rule, uint64_t gen);
 /* Gives *mp (a masker that finished its stream) to the worker's cache, or frees it; NULLs *mp. */
 void exch_mask_give(struct worker *w, struct mask **mp, int rule, uint64_t gen);
@@ -175,11 +166,18 @@ enum http1_body exch_req_body(const struct exchange *x, uint64_t *len);
 void exch_cred_free(struct exchange *x);
 void exch_cred_token_timeout(struct exchange *x);
 void exch_cred_detach(struct exchange *x);
+/* The forms this request's masker looks for: the credential's, and those of every value its
+ * secret held earlier in the run (SPEC §4). */
+const struct inject_form *exch_cred_forms(const struct exchange *x, size_t *n);
+/* The forms are this request's alone (a signature, a token, earlier values): its masker is
+ * not kept for others. */
+bool exch_cred_dynamic(const struct exchange *x);
+/* The upstream answered 401: an injected token is reported rejected (SPEC §3). */
+void exch_cred_rejected(struct exchange *x);
 
 /* exchange_resp.c */
 extern const struct origin_cbs exch_origin_cbs;
 int exch_mask_setup(struct exchange *x, struct http_head *h, bool keep_ranges);
-void exch_drop_mask(struct exchange *x);
 bool exch_retryable(const struct exchange *x);
 
 #endif

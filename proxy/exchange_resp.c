@@ -14,11 +14,8 @@
 #include "audit/audit.h"
 #include "common/caps.h"
 #include "policy/inject.h"
-#include "mask/grpcmask.h"
-#include "mask/mask.h"
 #include "proxy/reason.h"
 #include "proxy/worker.h"
-#include "mask/wsmask.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,23 +31,6 @@ static int resp_on_trailers(void *arg, struct http_head *t);
 
 /* ---- masking state ---------------------------------------------------------------------- */
 
-/* Frees the per-request masking state (wiping what it held). */
-void exch_drop_mask(struct exchange *x)
-{
-    x->masking = false;
-    mask_free(&x->mask);
-    mask_decoder_free(&x->dec);
-    wsmask_free(&x->wsm);
-    grpcmask_free(&x->gm);
-    for (int i = 0; i < 3; i++) {
-        struct evbuffer **b = i == 0 ? &x->scratch : i == 1 ? &x->zpend : &x->plain;
-
-        if (*b != NULL)
-            evbuffer_free(*b);
-        *b = NULL;
-    }
-}
-
 /*
  * A request that carries a secret asks for an identity-coded representation and gets a masker
  * for every form the secret was sent in, so an upstream echoing it cannot hand it back. It asks
@@ -62,7 +42,7 @@ void exch_drop_mask(struct exchange *x)
 int exch_mask_setup(struct exchange *x, struct http_head *h, bool keep_ranges)
 {
     size_t n;
-    const struct inject_form *forms = exch_forms(x, &n);
+    const struct inject_form *forms = exch_cred_forms(x, &n);
 
     if (!keep_ranges) {
         httphead_remove(h, "Range");
@@ -77,14 +57,9 @@ int exch_mask_setup(struct exchange *x, struct http_head *h, bool keep_ranges)
     }
     if (n == 0 || httphead_add(h, "Accept-Encoding", 15, "identity", 8) < 0)
         return -1;
-    if (!x->forms_dynamic)
-        x->mask = exch_mask_take(x->w, x->rule, x->policy_gen);
-    if (x->mask == NULL)
-        x->mask = mask_new(forms, n);
-    x->masking = true;
-    if (x->scratch == NULL)
-        x->scratch = evbuffer_new();
-    return x->mask != NULL && x->scratch != NULL ? 0 : -1;
+    return exch_filter_start(
+        &x->rf, exch_cred_dynamic(x) ? NULL : exch_mask_take(x->w, x->rule, x->policy_gen), forms,
+        n);
 }
 
 /* ---- response head ---------------------------------------------------------------------- */
@@ -105,15 +80,11 @@ static int resp_abort(struct exchange *x, int status, const char *type, const ch
  */
 static int resp_ws_head(struct exchange *x, struct http_head *h)
 {
-    if (x->masking) {
+    if (x->rf.on) {
         size_t n;
-        const struct inject_form *forms = exch_forms(x, &n);
+        const struct inject_form *forms = exch_cred_forms(x, &n);
 
-        mask_head(x->mask, h);
-        x->ws_bad_ext = httphead_get(h, "Sec-WebSocket-Extensions") != NULL;
-        httphead_remove(h, "Sec-WebSocket-Extensions");
-        x->wsm = wsmask_new(forms, n);
-        if (x->wsm == NULL)
+        if (exch_filter_ws(&x->rf, h, forms, n, &x->ws_bad_ext) < 0)
             return -1;
     }
     http1_strip_hop_by_hop(h, true);
@@ -132,26 +103,17 @@ static int resp_ws_head(struct exchange *x, struct http_head *h)
  */
 static int resp_coding(struct exchange *x, struct http_head *h, enum exch_body *body)
 {
-    const struct http_field *f = httphead_get(h, "Content-Encoding");
-    enum mask_coding coding = httphead_count(h, "Content-Encoding") > 1
-                                  ? MASK_CODING_UNSUPPORTED
-                                  : mask_coding_parse(f != NULL ? f->value : NULL);
+    bool decoded;
+    int rc = exch_filter_coding(&x->rf, h, &decoded);
 
-    if (coding == MASK_CODING_UNSUPPORTED) {
+    if (rc == -2) {
         /* a secret never crosses back unscanned: refuse what cannot be decoded */
         return resp_abort(x, 502, VG_PS_CONTENT_CODING,
                           "unsupported content coding on a credentialed response");
     }
-    if (coding != MASK_CODING_IDENTITY) {
-        x->dec = mask_decoder_new(coding);
-        x->zpend = evbuffer_new();
-        x->plain = evbuffer_new();
-        if (x->dec == NULL || x->zpend == NULL || x->plain == NULL)
-            return -1;
-        httphead_remove(h, "Content-Encoding");
+    if (decoded)
         *body = EXCH_BODY_UNKNOWN;
-    }
-    return 0;
+    return rc;
 }
 
 /* How the body of a final response reaches the transport. */
@@ -208,26 +170,26 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
         return resp_ws_head(x, h);
     if (h->status == 101)
         return resp_abort(x, 502, VG_PS_PROTOCOL_ERROR, "unexpected 101 from upstream");
-    if (h->status == 401 && x->otok != NULL)
-        oauth_reject(x->osrc, x->otok); /* a new token for later requests (SPEC §3) */
-    if (x->masking)
-        mask_head(x->mask, h);
+    if (h->status == 401)
+        exch_cred_rejected(x);
+    exch_filter_head(&x->rf, h);
     if (h->status < 200) {
         /* 1xx: passed on (the transport knows who may see it); the final head follows */
         http1_strip_hop_by_hop(h, false);
         return x->ops->head(x->t, h, EXCH_BODY_NONE, 0, false);
     }
     body = resp_body_kind(x, msg, &len);
-    if (x->masking && msg->body != HTTP1_BODY_NONE && resp_coding(x, h, &body) < 0)
+    if (x->rf.on && msg->body != HTTP1_BODY_NONE && resp_coding(x, h, &body) < 0)
         return -1;
-    if (x->masking && resp_is_grpc(x, h) && msg->body != HTTP1_BODY_NONE && x->gm == NULL) {
+    if (x->rf.on && resp_is_grpc(x, h) && msg->body != HTTP1_BODY_NONE) {
         size_t n;
-        const struct inject_form *forms = exch_forms(x, &n);
+        const struct inject_form *forms = exch_cred_forms(x, &n);
+        int rc = exch_filter_grpc(&x->rf, forms, n);
 
-        if (x->dec != NULL)
+        if (rc == -2)
             return resp_abort(x, 502, VG_PS_CONTENT_CODING,
                               "content coding on a credentialed gRPC response");
-        if ((x->gm = grpcmask_new(forms, n)) == NULL)
+        if (rc < 0)
             return -1;
     }
     http1_strip_hop_by_hop(h, false);
@@ -243,110 +205,48 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
 
 /* ---- response body ---------------------------------------------------------------------- */
 
-/* Hands what x->scratch holds to the transport. 0 or -1. */
-static int exch_emit(struct exchange *x)
+/* The transport as the filter's sink: its room, and body bytes counted for the log line. */
+static size_t exch_sink_room(void *arg)
 {
-    size_t n = evbuffer_get_length(x->scratch);
+    struct exchange *x = arg;
+
+    return x->ops->room(x->t);
+}
+
+static int exch_sink_emit(void *arg, struct evbuffer *buf)
+{
+    struct exchange *x = arg;
+    size_t n = evbuffer_get_length(buf);
 
     if (n == 0)
         return 0;
     x->bytes_out += (int64_t)n;
-    return x->ops->body(x->t, x->scratch);
+    return x->ops->body(x->t, buf);
 }
 
-/* Masks what x->plain holds (decoded bytes) and hands it on. 0 or -1. */
-static int exch_mask_plain(struct exchange *x)
+static struct exch_sink exch_sink(struct exchange *x)
 {
-    while (evbuffer_get_length(x->plain) > 0) {
-        struct evbuffer_iovec v;
+    struct exch_sink s = {exch_sink_room, exch_sink_emit, x};
 
-        if (evbuffer_peek(x->plain, -1, NULL, &v, 1) < 1 ||
-            mask_feed(x->mask, v.iov_base, v.iov_len, x->scratch) < 0)
-            return -1;
-        evbuffer_drain(x->plain, v.iov_len);
-    }
-    return exch_emit(x);
-}
-
-/* 1 while decoded output of a compressed response waits for the client to drain. */
-static bool exch_inflate_blocked(const struct exchange *x)
-{
-    return x->dec != NULL && (x->zmore || evbuffer_get_length(x->zpend) > 0);
-}
-
-/*
- * Decodes what waits in x->zpend, masks it and hands it on, while the client side has room: a
- * small body that inflates to gigabytes never holds more than that for a client that does not
- * read (SPEC §4). 0 or -1 (corrupt input, over the decode cap).
- */
-static int exch_inflate(struct exchange *x)
-{
-    while (exch_inflate_blocked(x)) {
-        size_t room = x->ops->room(x->t), used = 0;
-        struct evbuffer_iovec v = {NULL, 0};
-        int rc;
-
-        if (room == 0)
-            return 0;
-        if (evbuffer_get_length(x->zpend) > 0 && evbuffer_peek(x->zpend, -1, NULL, &v, 1) < 1)
-            return -1;
-        rc = mask_decoder_feed_some(x->dec, v.iov_base, v.iov_len, x->plain, room, &used);
-        if (rc < 0)
-            return -1;
-        evbuffer_drain(x->zpend, used);
-        x->zmore = rc == 1;
-        if (exch_mask_plain(x) < 0)
-            return -1;
-    }
-    return 0;
-}
-
-/* Decodes (gzip/deflate) and masks len bytes of a credentialed response body. 0, 1 when the
- * client must drain before more is parsed, or -1. */
-static int exch_mask_body(struct exchange *x, const char *data, size_t len)
-{
-    if (x->gm != NULL) {
-        if (grpcmask_feed(x->gm, data, len, x->scratch) < 0)
-            return -1;
-        return exch_emit(x);
-    }
-    if (x->dec == NULL) {
-        if (mask_feed(x->mask, data, len, x->scratch) < 0)
-            return -1;
-        return exch_emit(x);
-    }
-    if (evbuffer_add(x->zpend, data, len) < 0 || exch_inflate(x) < 0)
-        return -1;
-    return exch_inflate_blocked(x) ? 1 : 0;
+    return s;
 }
 
 static int resp_on_body(void *arg, const char *data, size_t len)
 {
     struct exchange *x = arg;
+    struct exch_sink s = exch_sink(x);
 
-    if (x->masking)
-        return exch_mask_body(x, data, len);
-    if (x->scratch == NULL && (x->scratch = evbuffer_new()) == NULL)
-        return -1;
-    if (evbuffer_add(x->scratch, data, len) < 0)
-        return -1;
-    return exch_emit(x);
+    return exch_filter_body(&x->rf, data, len, &s);
 }
 
 /* The response body is complete: the decoder's end, the masker's tail, then the end. */
 static int exch_body_end(struct exchange *x)
 {
     bool switching = x->resp_state == EXCH_RESP_SWITCHING;
+    struct exch_sink s = exch_sink(x);
 
-    if (x->masking && !switching) {
-        if (x->dec != NULL && mask_decoder_finish(x->dec, x->plain) < 0)
-            return -1;
-        if (x->gm != NULL && grpcmask_finish(x->gm, x->scratch) < 0)
-            return -1;
-        if (mask_finish(x->mask, x->scratch) < 0 || exch_emit(x) < 0)
-            return -1;
-        x->mask_clean = true;
-    }
+    if (!switching && exch_filter_end(&x->rf, &s) < 0)
+        return -1;
     if (!switching && x->ops->end(x->t, x->trailers) < 0)
         return -1;
     exch_set_resp(x, switching ? EXCH_RESP_SWITCHED : EXCH_RESP_DONE);
@@ -358,8 +258,7 @@ static int resp_on_trailers(void *arg, struct http_head *t)
 {
     struct exchange *x = arg;
 
-    if (x->masking)
-        mask_head(x->mask, t);
+    exch_filter_head(&x->rf, t);
     http1_trailers_filter(t);
     x->trailers = t->nfields > 0 ? t : NULL;
     return 0;
@@ -369,7 +268,7 @@ static int resp_on_done(void *arg)
 {
     struct exchange *x = arg;
 
-    if (exch_inflate_blocked(x)) {
+    if (exch_filter_blocked(&x->rf)) {
         /* decoded output still waits for the client: the end follows in exch_inflate_resume */
         exch_set_resp(x, EXCH_RESP_DRAIN);
         return 1;
@@ -383,11 +282,13 @@ static int resp_on_done(void *arg)
  */
 static int exch_inflate_resume(struct exchange *x)
 {
-    if (x->dec == NULL || (!exch_inflate_blocked(x) && x->resp_state != EXCH_RESP_DRAIN))
+    struct exch_sink s = exch_sink(x);
+
+    if (x->rf.dec == NULL || (!exch_filter_blocked(&x->rf) && x->resp_state != EXCH_RESP_DRAIN))
         return 0;
-    if (exch_inflate(x) < 0)
+    if (exch_filter_drain(&x->rf, &s) < 0)
         return -1;
-    if (exch_inflate_blocked(x))
+    if (exch_filter_blocked(&x->rf))
         return 1;
     if (x->resp_state == EXCH_RESP_DRAIN)
         return exch_body_end(x);
@@ -466,7 +367,7 @@ static void exch_after(struct exchange *x)
         return;
     }
     /* the client must drain first: room() arms exchange_drained() */
-    if (exch_inflate_blocked(x) || x->resp_state == EXCH_RESP_DRAIN || x->ops->room(x->t) == 0)
+    if (exch_filter_blocked(&x->rf) || x->resp_state == EXCH_RESP_DRAIN || x->ops->room(x->t) == 0)
         origin_hold(x->o);
     else
         origin_resume(x->o);

@@ -107,13 +107,16 @@ struct origin {
 };
 
 /* What a request asks for: host (normalised) and port, tls (UPSTREAM_PLAIN, UPSTREAM_TLS,
- * UPSTREAM_TLS_H2), and whether it could be sent again should a pooled connection turn out
- * closed (upstream_get's retryable). */
+ * UPSTREAM_TLS_H2), whether it could be sent again should a pooled connection turn out closed
+ * (upstream_get's retryable), the worker's upstream context, and how long a response body may
+ * stay idle once its head arrived (seconds). */
 struct origin_want {
     const char *host;
     int port;
     int tls;
     bool retryable;
+    struct upstream_ctx *up;
+    int body_idle;
 };
 
 /* Where an exchange's origins come from: origin_get for the worker's upstreams, or a fake. */

@@ -11,8 +11,6 @@
  */
 #include "proxy/origin_int.h"
 #include "common/caps.h"
-#include "common/timeouts.h"
-#include "proxy/worker.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -24,7 +22,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-static struct origin_conn *h1(struct origin *o)
+static struct origin_conn *oh1(struct origin *o)
 {
     return (struct origin_conn *)o;
 }
@@ -37,7 +35,7 @@ static struct origin_conn *h1(struct origin *o)
  * soon as it sees request/response traffic again, so it is set after each request is sent
  * and after each read of a response still streaming.
  */
-static void h1_quickack(struct bufferevent *bev)
+static void oh1_quickack(struct bufferevent *bev)
 {
     evutil_socket_t fd = bufferevent_getfd(bev);
     int one = 1;
@@ -48,7 +46,7 @@ static void h1_quickack(struct bufferevent *bev)
 
 /* ---- the response parser's callbacks: the exchange's, and what the adapter learns ---------- */
 
-static int h1_on_head(void *arg, struct http1_msg *msg)
+static int oh1_on_head(void *arg, struct http1_msg *msg)
 {
     struct origin_conn *c = arg;
     int rc = c->o.cbs->resp.on_head(c->o.arg, msg);
@@ -59,28 +57,28 @@ static int h1_on_head(void *arg, struct http1_msg *msg)
     c->answered = true;
     if (msg->head.status >= 200) {
         /* the head arrived: from now on only body idleness counts */
-        struct timeval idle = {vg_timeout(&c->w->sh->timeouts, VG_T_BODY_IDLE), 0};
+        struct timeval idle = {c->body_idle, 0};
 
         bufferevent_set_timeouts(c->io.bev, &idle, &idle);
     }
     return 0;
 }
 
-static int h1_on_body(void *arg, const char *data, size_t len)
+static int oh1_on_body(void *arg, const char *data, size_t len)
 {
     struct origin_conn *c = arg;
 
     return c->o.cbs->resp.on_body(c->o.arg, data, len);
 }
 
-static int h1_on_trailers(void *arg, struct http_head *t)
+static int oh1_on_trailers(void *arg, struct http_head *t)
 {
     struct origin_conn *c = arg;
 
     return c->o.cbs->resp.on_trailers(c->o.arg, t);
 }
 
-static int h1_on_done(void *arg)
+static int oh1_on_done(void *arg)
 {
     struct origin_conn *c = arg;
     int rc = c->o.cbs->resp.on_done(c->o.arg);
@@ -89,8 +87,8 @@ static int h1_on_done(void *arg)
     return rc;
 }
 
-static const struct http1_callbacks h1_callbacks = {h1_on_head, h1_on_body, h1_on_done,
-                                                    h1_on_trailers};
+static const struct http1_callbacks oh1_callbacks = {oh1_on_head, oh1_on_body, oh1_on_done,
+                                                     oh1_on_trailers};
 
 /* ---- reading the response ---------------------------------------------------------------- */
 
@@ -99,7 +97,7 @@ static const struct http1_callbacks h1_callbacks = {h1_on_head, h1_on_body, h1_o
  * at the end of a body gets its on_done so), until the input runs out, the parser pauses or
  * the response ended. 0, or -1 when c is gone or failed.
  */
-static int h1_feed(struct origin_conn *c)
+static int oh1_feed(struct origin_conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->io.bev);
     bool first = true;
@@ -128,12 +126,12 @@ static int h1_feed(struct origin_conn *c)
 
 /* Turns of feeding, each followed by the exchange's after, while the exchange resumes inside
  * it; then reading follows what the exchange said last. */
-static void h1_input(struct origin_conn *c)
+static void oh1_input(struct origin_conn *c)
 {
     bevio_pull(c->io.bev);
     do {
         c->rd = ORIGIN_H1_FEEDING;
-        if (h1_feed(c) < 0)
+        if (oh1_feed(c) < 0)
             return;
         c->o.cbs->after(c->o.arg);
         if (defer_freed(&c->defer))
@@ -147,24 +145,24 @@ static void h1_input(struct origin_conn *c)
     bufferevent_enable(c->io.bev, EV_READ);
 }
 
-static void h1_read_cb(struct bufferevent *bev, void *arg)
+static void oh1_read_cb(struct bufferevent *bev, void *arg)
 {
     struct origin_conn *c = arg;
 
     if (c->rd == ORIGIN_H1_HELD)
         return; /* the exchange resumes when the client side drained */
     origin_enter(c);
-    h1_input(c);
+    oh1_input(c);
     if (!defer_freed(&c->defer) && c->answered && !c->done) {
         /* a response is streaming (one read whole costs nothing): no buffers held between its
          * reads, however long it lasts (the pool takes the mode off again) */
-        h1_quickack(bev);
+        oh1_quickack(bev);
         bevio_release_always(bev);
     }
     origin_leave(c);
 }
 
-static void h1_write_cb(struct bufferevent *bev, void *arg)
+static void oh1_write_cb(struct bufferevent *bev, void *arg)
 {
     struct origin_conn *c = arg;
 
@@ -178,12 +176,12 @@ static void h1_write_cb(struct bufferevent *bev, void *arg)
 }
 
 /* The upstream closed: the end of a close-delimited body, or a cut response. */
-static void h1_eof(struct origin_conn *c)
+static void oh1_eof(struct origin_conn *c)
 {
     enum origin_retry retry = c->resp_bytes == 0 ? ORIGIN_RETRY_SAFE : ORIGIN_RETRY_NO;
 
     if (c->rd != ORIGIN_H1_HELD) {
-        h1_input(c);
+        oh1_input(c);
         if (defer_freed(&c->defer))
             return;
     }
@@ -197,14 +195,14 @@ static void h1_eof(struct origin_conn *c)
         c->o.cbs->failed(c->o.arg, ORIGIN_FAIL_EOF, retry, NULL);
 }
 
-static void h1_event_cb(struct bufferevent *bev, short what, void *arg)
+static void oh1_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     struct origin_conn *c = arg;
     char detail[256];
 
     origin_enter(c);
     if (what & BEV_EVENT_EOF) {
-        h1_eof(c);
+        oh1_eof(c);
     } else if (what & BEV_EVENT_TIMEOUT) {
         c->o.cbs->failed(c->o.arg, ORIGIN_FAIL_TIMEOUT, ORIGIN_RETRY_NO, NULL);
     } else if (what & BEV_EVENT_ERROR) {
@@ -222,10 +220,10 @@ static void h1_event_cb(struct bufferevent *bev, short what, void *arg)
 /* ---- the interface ------------------------------------------------------------------------ */
 
 /* Serialises the rewritten head (a head with a secret in a wiped block). */
-static int h1_request(struct origin *o, const struct http_head *h, enum http1_body body,
-                      uint64_t len, bool sensitive)
+static int oh1_request(struct origin *o, const struct http_head *h, enum http1_body body,
+                       uint64_t len, bool sensitive)
 {
-    struct origin_conn *c = h1(o);
+    struct origin_conn *c = oh1(o);
 
     http1_parser_set_request_method(c->parser, h->method);
     c->req_body = body;
@@ -235,9 +233,9 @@ static int h1_request(struct origin *o, const struct http_head *h, enum http1_bo
                                                                                    body, len);
 }
 
-static int h1_body(struct origin *o, const char *p, size_t n)
+static int oh1_body(struct origin *o, const char *p, size_t n)
 {
-    struct origin_conn *c = h1(o);
+    struct origin_conn *c = oh1(o);
     int rc = c->req_body == HTTP1_BODY_CHUNKED ? http1_write_chunk(c->io.stage, p, n)
                                                : evbuffer_add(c->io.stage, p, n);
 
@@ -252,17 +250,17 @@ static int h1_body(struct origin *o, const char *p, size_t n)
     return 1;
 }
 
-static int h1_body_take(struct origin *o, struct evbuffer *buf)
+static int oh1_body_take(struct origin *o, struct evbuffer *buf)
 {
-    struct origin_conn *c = h1(o);
+    struct origin_conn *c = oh1(o);
 
     c->io.nocopy = true;
     return evbuffer_add_buffer(c->io.stage, buf);
 }
 
-static int h1_body_end(struct origin *o)
+static int oh1_body_end(struct origin *o)
 {
-    struct origin_conn *c = h1(o);
+    struct origin_conn *c = oh1(o);
 
     if (c->req_body == HTTP1_BODY_CHUNKED && http1_write_last_chunk(c->io.stage) < 0)
         return -1;
@@ -270,33 +268,33 @@ static int h1_body_end(struct origin *o)
     return 0;
 }
 
-static void h1_flush(struct origin *o)
+static void oh1_flush(struct origin *o)
 {
-    bevio_push(&h1(o)->io);
+    bevio_push(&oh1(o)->io);
 }
 
-static void h1_resume(struct origin *o)
+static void oh1_resume(struct origin *o)
 {
-    struct origin_conn *c = h1(o);
+    struct origin_conn *c = oh1(o);
 
     if (c->rd == ORIGIN_H1_FEEDING || c->rd == ORIGIN_H1_AGAIN) {
-        c->rd = ORIGIN_H1_AGAIN; /* h1_input takes another turn */
+        c->rd = ORIGIN_H1_AGAIN; /* oh1_input takes another turn */
         return;
     }
     if (c->rd == ORIGIN_H1_HELD && c->resp_bytes == 0 && !c->answered)
-        h1_quickack(c->io.bev); /* the answer is next: acknowledge at once what arrives now */
+        oh1_quickack(c->io.bev); /* the answer is next: acknowledge at once what arrives now */
     origin_enter(c);
-    h1_input(c);
+    oh1_input(c);
     origin_leave(c);
 }
 
-static void h1_hold(struct origin *o)
+static void oh1_hold(struct origin *o)
 {
-    h1(o)->rd = ORIGIN_H1_HELD;
+    oh1(o)->rd = ORIGIN_H1_HELD;
 }
 
 /* Frees the connection; abort: with an RST (a half-sent request never looks complete). */
-static void h1_close(struct origin_conn *c, bool abort)
+static void oh1_close(struct origin_conn *c, bool abort)
 {
     if (c->io.bev != NULL) {
         evutil_socket_t fd = bufferevent_getfd(c->io.bev);
@@ -313,9 +311,9 @@ static void h1_close(struct origin_conn *c, bool abort)
     origin_gone(c);
 }
 
-static struct bufferevent *h1_take(struct origin *o)
+static struct bufferevent *oh1_take(struct origin *o)
 {
-    struct origin_conn *c = h1(o);
+    struct origin_conn *c = oh1(o);
     struct bufferevent *bev = c->io.bev;
 
     bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
@@ -324,9 +322,9 @@ static struct bufferevent *h1_take(struct origin *o)
     return bev;
 }
 
-static void h1_release(struct origin *o, bool req_done)
+static void oh1_release(struct origin *o, bool req_done)
 {
-    struct origin_conn *c = h1(o);
+    struct origin_conn *c = oh1(o);
     struct bufferevent *bev = c->io.bev;
     bool reuse = req_done && (!c->head_sent || (c->resp != NULL && c->resp->keep_alive)) &&
                  !bevio_has_input(bev) && bevio_pending(&c->io) == 0;
@@ -336,25 +334,25 @@ static void h1_release(struct origin *o, bool req_done)
         bufferevent_set_timeouts(bev, NULL, NULL);
         bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
         c->io.bev = NULL;
-        upstream_release(c->w->up, c->host, c->port, c->tls, bev);
+        upstream_release(c->up, c->host, c->port, c->tls, bev);
     }
-    h1_close(c, !reuse && !req_done);
+    oh1_close(c, !reuse && !req_done);
 }
 
-static void h1_cancel(struct origin *o, bool abort)
+static void oh1_cancel(struct origin *o, bool abort)
 {
-    h1_close(h1(o), abort);
+    oh1_close(oh1(o), abort);
 }
 
-static const struct origin_ops h1_ops = {
-    h1_request, h1_body, h1_body_take, h1_body_end, h1_flush,
-    h1_resume,  h1_hold, h1_take,      h1_release,  h1_cancel,
+static const struct origin_ops oh1_ops = {
+    oh1_request, oh1_body, oh1_body_take, oh1_body_end, oh1_flush,
+    oh1_resume,  oh1_hold, oh1_take,      oh1_release,  oh1_cancel,
 };
 
 int origin_h1_attach(struct origin_conn *c, struct bufferevent *bev, bool route_tunnel)
 {
     c->io.bev = bev;
-    c->o.ops = &h1_ops;
+    c->o.ops = &oh1_ops;
     c->o.route_tunnel = route_tunnel;
     c->rd = ORIGIN_H1_HELD;
     /* many servers close without close_notify; truncation of a Content-Length or chunked body
@@ -362,11 +360,11 @@ int origin_h1_attach(struct origin_conn *c, struct bufferevent *bev, bool route_
     bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
     if (bufferevent_openssl_get_ssl(bev) != NULL)
         SSL_set_options(bufferevent_openssl_get_ssl(bev), SSL_OP_IGNORE_UNEXPECTED_EOF);
-    bufferevent_setcb(bev, h1_read_cb, h1_write_cb, h1_event_cb, c);
+    bufferevent_setcb(bev, oh1_read_cb, oh1_write_cb, oh1_event_cb, c);
     bufferevent_setwatermark(bev, EV_READ, 0, VG_CONN_IN_MAX);
     bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
     bufferevent_set_timeouts(bev, NULL, NULL);
     c->io.stage = evbuffer_new();
-    c->parser = http1_parser_new(HTTP1_RESPONSE, &h1_callbacks, c);
+    c->parser = http1_parser_new(HTTP1_RESPONSE, &oh1_callbacks, c);
     return c->io.stage != NULL && c->parser != NULL ? 0 : -1;
 }

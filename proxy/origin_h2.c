@@ -12,7 +12,7 @@
 #include "proxy/origin_int.h"
 #include "proxy/h2up.h"
 
-static struct origin_conn *h2(struct origin *o)
+static struct origin_conn *oh2(struct origin *o)
 {
     return (struct origin_conn *)o;
 }
@@ -78,75 +78,75 @@ void origin_h2_more(void *arg)
 
 /* ---- the interface ------------------------------------------------------------------------ */
 
-static int h2_request(struct origin *o, const struct http_head *h, enum http1_body body,
-                      uint64_t len, bool sensitive)
+static int oh2_request(struct origin *o, const struct http_head *h, enum http1_body body,
+                       uint64_t len, bool sensitive)
 {
-    return h2up_request(h2(o)->h2s, h, body == HTTP1_BODY_NONE, body == HTTP1_BODY_LENGTH, len,
+    return h2up_request(oh2(o)->h2s, h, body == HTTP1_BODY_NONE, body == HTTP1_BODY_LENGTH, len,
                         sensitive);
 }
 
-static int h2_body(struct origin *o, const char *p, size_t n)
+static int oh2_body(struct origin *o, const char *p, size_t n)
 {
-    struct origin_conn *c = h2(o);
+    struct origin_conn *c = oh2(o);
     int rc = h2up_body(c->h2s, p, n);
 
     c->body_paused = rc == 1;
     return rc;
 }
 
-static int h2_body_take(struct origin *o, struct evbuffer *buf)
+static int oh2_body_take(struct origin *o, struct evbuffer *buf)
 {
-    return h2up_body_take(h2(o)->h2s, buf);
+    return h2up_body_take(oh2(o)->h2s, buf);
 }
 
-static int h2_body_end(struct origin *o)
+static int oh2_body_end(struct origin *o)
 {
-    return h2up_body_end(h2(o)->h2s);
+    return h2up_body_end(oh2(o)->h2s);
 }
 
-static void h2_flush(struct origin *o)
+static void oh2_flush(struct origin *o)
 {
     (void)o; /* h2up.c sends at the end of each batch of its own */
 }
 
-static void h2_resume(struct origin *o)
+static void oh2_resume(struct origin *o)
 {
-    h2up_consume(h2(o)->h2s);
+    h2up_consume(oh2(o)->h2s);
 }
 
-static void h2_hold(struct origin *o)
+static void oh2_hold(struct origin *o)
 {
     (void)o; /* what was delivered stays out of the window until resume */
 }
 
-static void h2_cancel(struct origin *o, bool abort)
+static void oh2_cancel(struct origin *o, bool abort)
 {
-    struct origin_conn *c = h2(o);
+    struct origin_conn *c = oh2(o);
 
     (void)abort; /* h2up_close resets every stream left incomplete */
     h2up_close(&c->h2s);
     origin_gone(c);
 }
 
-static struct bufferevent *h2_take(struct origin *o)
+static struct bufferevent *oh2_take(struct origin *o)
 {
-    h2_cancel(o, true); /* a stream has no connection of its own to hand over */
+    oh2_cancel(o, true); /* a stream has no connection of its own to hand over */
     return NULL;
 }
 
-static void h2_release(struct origin *o, bool req_done)
+static void oh2_release(struct origin *o, bool req_done)
 {
-    h2_cancel(o, !req_done);
+    oh2_cancel(o, !req_done);
 }
 
-static const struct origin_ops h2_ops = {
-    h2_request, h2_body, h2_body_take, h2_body_end, h2_flush,
-    h2_resume,  h2_hold, h2_take,      h2_release,  h2_cancel,
+static const struct origin_ops oh2_ops = {
+    oh2_request, oh2_body, oh2_body_take, oh2_body_end, oh2_flush,
+    oh2_resume,  oh2_hold, oh2_take,      oh2_release,  oh2_cancel,
 };
 
 void origin_h2_opened(struct origin_conn *c)
 {
-    c->o.ops = &h2_ops;
+    c->o.ops = &oh2_ops;
     c->o.caps = ORIGIN_CAP_GRPC;
     c->o.route_tunnel = h2up_route_tunnel(c->h2s);
 }

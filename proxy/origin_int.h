@@ -32,6 +32,8 @@ struct origin_conn {
     int port;
     int tls;
     bool retryable;
+    struct upstream_ctx *up;
+    int body_idle;              /* seconds, once a final head arrived */
     struct upstream_req *upreq; /* dialling */
     struct h2up *h2dial;        /* the dial announced for other requests to wait on */
     struct h2up_stream *h2s;    /* HTTP/2: the request's stream (queued while connecting) */

@@ -1,7 +1,8 @@
 /*
- * exchange.c - one request: the checks of SPEC §4, the policy decision, the rewrite and
- * injection, the upstream connection, the request relay, and the request's audit counts,
- * metrics and log line. The response relay and masking are exchange_resp.c.
+ * exchange.c - one request as its transport sees it (exchange.h): the checks of SPEC §4, the
+ * policy decision, the rewrite and injection, the request relay. It calls down to
+ * exchange_cred.c (the credential), exchange_resp.c (the upstream and the response) and
+ * exchange_life.c (states, answers, log lines, the end), never the other way round.
  *
  * Guarantees:
  * - The head is checked (Host vs the connection's host, target form, method, upgrade), decided
@@ -36,195 +37,9 @@
 
 #include <event2/buffer.h>
 #include <event2/event.h>
-#include <openssl/err.h>
 
 /* The one name vaultgate answers itself (SPEC §9, `vaultgate probe`). */
 #define EXCH_PROBE_HOST "probe.vaultgate.invalid"
-
-/* ---- small helpers ---------------------------------------------------------------------- */
-
-double exch_elapsed(const struct timespec *t0)
-{
-    struct timespec now;
-
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
-const char *exch_tls_reason(unsigned long e)
-{
-    const char *r = ERR_reason_error_string(e);
-
-    return r != NULL ? r : "TLS error";
-}
-
-static const char *decision_name(enum metrics_decision d)
-{
-    static const char *const names[] = {"inject", "allow", "block", "error"};
-
-    return d < METRICS_D_COUNT ? names[d] : "error";
-}
-
-static void exch_fields(const struct exchange *x, struct log_fields *f)
-{
-    const struct exch_conn *cc = x->cc;
-
-    f->conn = cc->id;
-    f->client = cc->client_addr;
-    f->listener = cc->la->label;
-    f->host = x->host[0] != '\0' ? x->host : NULL;
-}
-
-void exch_log(const struct exchange *x, enum log_level lvl, const char *event, const char *reason,
-              const char *detail)
-{
-    struct log_fields f = LOG_FIELDS_INIT;
-
-    if (!log_enabled(lvl) || x->cc == NULL)
-        return;
-    exch_fields(x, &f);
-    f.reason = reason;
-    f.detail = detail;
-    log_event(lvl, event, &f);
-}
-
-void exch_log_request(struct exchange *x, const char *route, const char *reason)
-{
-    struct log_fields f = LOG_FIELDS_INIT;
-    struct policy_rule_info ri;
-
-    if (!log_enabled(LOG_INFO) || x->cc == NULL)
-        return;
-    exch_fields(x, &f);
-    f.route = route;
-    f.proto = x->cc->proto;
-    f.decision = decision_name(x->mdec);
-    if (x->rule >= 0 && x->policy != NULL) {
-        policy_rule_info(x->policy, (size_t)x->rule, &ri);
-        f.rule = x->rule;
-        f.secret = ri.secret_name;
-    }
-    f.status = x->status;
-    f.bytes_in = x->bytes_in;
-    f.bytes_out = x->bytes_out;
-    f.duration = exch_elapsed(&x->t_start);
-    f.reason = reason;
-    log_event(LOG_INFO, "request", &f);
-}
-
-static const char *const req_names[] = {"head", "token", "sign", "connect",
-                                        "body", "sent",  "ended"};
-static const char *const resp_names[] = {"none", "body", "switching", "drain", "done", "switched"};
-
-void exch_set_req(struct exchange *x, enum exch_req s)
-{
-    if (x->req_state == s)
-        return;
-    x->req_state = s;
-    exch_log(x, LOG_DEBUG, "request_state", req_names[s], NULL);
-}
-
-void exch_set_resp(struct exchange *x, enum exch_resp s)
-{
-    if (x->resp_state == s)
-        return;
-    x->resp_state = s;
-    exch_log(x, LOG_DEBUG, "response_state", resp_names[s], NULL);
-}
-
-void exch_enter(struct exchange *x)
-{
-    defer_enter(&x->defer);
-}
-
-static void exch_destroy(struct exchange *x);
-
-void exch_leave(struct exchange *x)
-{
-    if (defer_leave(&x->defer))
-        exch_destroy(x);
-}
-
-static void timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-    struct exchange *x = arg;
-
-    exch_enter(x);
-    if (x->req_state == EXCH_REQ_TOKEN) {
-        exch_cred_token_timeout(x);
-        exch_leave(x);
-        return;
-    }
-    metrics_upstream_error(x->w->id, METRICS_UE_TIMEOUT);
-    exch_fail(x, 504, exch_relaying(x) ? VG_PS_RESPONSE_TIMEOUT : VG_PS_CONNECTION_TIMEOUT,
-              "upstream timed out", VG_R_UPSTREAM_TIMEOUT);
-    exch_leave(x);
-}
-
-void exch_arm(struct exchange *x, int seconds)
-{
-    struct timeval tv = {seconds, 0};
-
-    if (x->timer == NULL)
-        x->timer = evtimer_new(x->w->base, timer_cb, x);
-    if (x->timer != NULL)
-        evtimer_add(x->timer, &tv);
-}
-
-void exch_record_refusal(struct exchange *x)
-{
-    struct worker *w = x->w;
-
-    audit_blocked(w->sh->audit, w->id, x->host);
-    audit_route(w->sh->audit, w->id, x->host, AUDIT_ROUTE_REFUSED);
-    metrics_blocked(w->id);
-}
-
-/* ---- the end of an exchange ------------------------------------------------------------ */
-
-/* Reports how the exchange ended: its last word to the transport. */
-void exch_finish(struct exchange *x, enum exch_end how)
-{
-    if (x->req_state == EXCH_REQ_ENDED || defer_freed(&x->defer))
-        return;
-    exch_set_req(x, EXCH_REQ_ENDED);
-    if (x->timer != NULL)
-        evtimer_del(x->timer);
-    x->ops->finished(x->t, how);
-}
-
-/* Frees the upstream side. abort: the peer must not take what it got as a complete message. */
-void exch_drop_upstream(struct exchange *x, bool abort)
-{
-    origin_cancel(&x->o, abort);
-}
-
-/*
- * Answers the request with a response of vaultgate's own (SPEC §4) and ends the exchange: the
- * connection closes after it. Nothing more is forwarded in either direction. When a response
- * is already on its way, cutting the connection is all that is left.
- */
-void exch_fail(struct exchange *x, int status, const char *type, const char *details,
-               const char *reason)
-{
-    if (x->req_state == EXCH_REQ_ENDED || defer_freed(&x->defer))
-        return;
-    exch_drop_upstream(x, true);
-    if (x->resp_state != EXCH_RESP_NONE) {
-        exch_log_request(x, NULL, reason);
-        exch_finish(x, EXCH_END_ABORT);
-        return;
-    }
-    x->status = status;
-    exch_set_resp(x, EXCH_RESP_DONE);
-    if (x->ops->error(x->t, status, type, details, x->host[0] != '\0' ? x->host : NULL) < 0) {
-        exch_finish(x, EXCH_END_ABORT);
-        return;
-    }
-    metrics_request(x->w->id, x->mdec, status, exch_elapsed(&x->t_start));
-    exch_log_request(x, x->mdec == METRICS_D_BLOCK ? "refused" : NULL, reason);
-    exch_finish(x, EXCH_END_CLOSE);
-}
 
 /* ---- target and Host checks ------------------------------------------------------------ */
 
@@ -591,26 +406,6 @@ static int exch_rewrite(struct exchange *x, struct http_head *h, const struct po
     return exch_cred_apply(x, h);
 }
 
-/*
- * Asks for the upstream of this request (again, after a connection died or a stream was
- * refused): origin.c finds or makes it, and exch_origin_cbs.ready follows.
- */
-void exch_get_upstream(struct exchange *x)
-{
-    const struct origin_source *src = x->cc->origins != NULL ? x->cc->origins : &origin_upstreams;
-    struct origin_want want = {x->host,           x->up_port, x->up_tls,
-                               exch_retryable(x), x->w->up,   EXCH_T(x, VG_T_BODY_IDLE)};
-
-    exch_set_req(x, EXCH_REQ_CONNECT);
-    exch_arm(x, EXCH_T_UP_GET(x));
-    x->o = src->get(x->w, &want, &exch_origin_cbs, x);
-    if (x->o == NULL) {
-        exch_fail(x, 502, VG_PS_INTERNAL_ERROR, "upstream connection failed", VG_R_UPSTREAM_GET);
-        return;
-    }
-    src->start(x->o);
-}
-
 void exchange_request(struct exchange *x, struct http1_msg *req)
 {
     struct http_head *h = &req->head;
@@ -776,17 +571,6 @@ struct exchange *exchange_new(struct exch_conn *cc, const struct exchange_ops *o
     return x;
 }
 
-/* Frees the memory of x (everything the connection lent was given back by exchange_free). */
-static void exch_destroy(struct exchange *x)
-{
-    exch_filter_free(&x->rf);
-    exch_cred_free(x);
-    policy_unref(&x->policy);
-    if (x->timer != NULL)
-        event_free(x->timer);
-    free(x);
-}
-
 void exchange_free(struct exchange **xp)
 {
     struct exchange *x = *xp;
@@ -800,6 +584,7 @@ void exchange_free(struct exchange **xp)
     clean = x->req_state == EXCH_REQ_ENDED ||
             (x->req_state == EXCH_REQ_SENT && x->resp_state == EXCH_RESP_DONE);
     exch_cred_detach(x);
+    exch_cred_free(x); /* nothing of the credential is used once the transport let go */
     exch_drop_upstream(x, !clean);
     if (x->timer != NULL)
         evtimer_del(x->timer);
@@ -817,68 +602,6 @@ void exchange_free(struct exchange **xp)
 void exch_conn_release(struct exch_conn *cc)
 {
     policy_unref(&cc->policy);
-}
-
-/* ---- the worker's maskers ---------------------------------------------------------------- */
-
-/*
- * A masker is built for one rule's forms of one snapshot. It is no connection's: an idle
- * connection would hold ~2 KiB for it. The worker keeps up to VG_WORKER_MASKS of them for the
- * next credentialed requests of any connection (LIFO, so the most recently used stay warm);
- * one of an older snapshot is freed (wiped) as soon as it is seen, and all of them when the
- * worker takes a new snapshot.
- */
-struct exch_masks {
-    size_t n;
-    struct {
-        struct mask *m;
-        int rule;
-        uint64_t gen;
-    } e[VG_WORKER_MASKS];
-};
-
-/* Frees entry i (wiped), the last one taking its place. */
-static void exch_masks_drop(struct exch_masks *c, size_t i)
-{
-    mask_free(&c->e[i].m);
-    c->e[i] = c->e[--c->n];
-}
-
-struct mask *exch_mask_take(struct worker *w, int rule, uint64_t gen)
-{
-    struct exch_masks *c = w->masks;
-    struct mask *m;
-
-    if (c == NULL)
-        return NULL;
-    for (size_t i = c->n; i-- > 0;) {
-        if (c->e[i].gen != w->policy_gen) {
-            exch_masks_drop(c, i);
-            continue;
-        }
-        if (c->e[i].rule != rule || c->e[i].gen != gen)
-            continue;
-        m = c->e[i].m;
-        c->e[i] = c->e[--c->n];
-        return m;
-    }
-    return NULL;
-}
-
-void exch_mask_give(struct worker *w, struct mask **mp, int rule, uint64_t gen)
-{
-    struct exch_masks *c = w->masks;
-
-    if (gen != w->policy_gen || (c == NULL && (c = w->masks = calloc(1, sizeof(*c))) == NULL) ||
-        c->n == VG_WORKER_MASKS) {
-        mask_free(mp);
-        return;
-    }
-    c->e[c->n].m = *mp;
-    c->e[c->n].rule = rule;
-    c->e[c->n].gen = gen;
-    c->n++;
-    *mp = NULL;
 }
 
 void exchange_worker_masks(struct worker *w, bool all)

@@ -95,6 +95,8 @@ static int sig_block_open(struct exchange *x, size_t cap)
 
 /* ---- waiting for a token: the worker's list of parked exchanges ------------------------- */
 
+static void cred_token_timeout(struct exchange *x);
+
 static void park_unlink(struct exchange *x)
 {
     if (x->park_list == NULL)
@@ -139,20 +141,6 @@ void exch_cred_free(struct exchange *x)
         evbuffer_free(x->cred.sig_body); /* runs the blocks' cleanups */
     x->cred.sig_body = NULL;
     OPENSSL_cleanse(x->cred.sig, sizeof(x->cred.sig));
-}
-
-enum http1_body exch_req_body(const struct exchange *x, uint64_t *len)
-{
-    const struct http1_msg *req = x->req;
-
-    if (x->cred.sig_buffered) {
-        *len = x->cred.sig_len;
-        return x->cred.sig_len > 0 ? HTTP1_BODY_LENGTH : HTTP1_BODY_NONE;
-    }
-    *len = req->content_length;
-    if (req->body == HTTP1_BODY_LENGTH && req->content_length == 0)
-        return HTTP1_BODY_NONE;
-    return req->body;
 }
 
 /* ---- the forms the masker looks for ---------------------------------------------------- */
@@ -379,15 +367,6 @@ int exch_cred_body_end(struct exchange *x)
     return 0;
 }
 
-/* After the head went upstream: the buffered body follows, moved without a copy. 0 or -1. */
-int exch_cred_body_out(struct exchange *x)
-{
-    if (!x->cred.sig_buffered || x->cred.sig_body == NULL)
-        return 0;
-    exch_set_req(x, EXCH_REQ_SENT);
-    return origin_body_take(x->o, x->cred.sig_body) < 0 ? -1 : origin_body_end(x->o);
-}
-
 /* ---- OAuth 2.0 access tokens ----------------------------------------------------------- */
 
 /* 502 with the Proxy-Status SPEC §3 gives while a token endpoint fails. */
@@ -444,7 +423,7 @@ static int oauth_apply(struct exchange *x, struct http_head *h, int src, const c
         return rc;
     exch_set_req(x, EXCH_REQ_TOKEN);
     park_link(x, &x->w->parked);
-    exch_arm(x, EXCH_T_TOKEN(x));
+    exch_arm(x, EXCH_T_TOKEN(x), cred_token_timeout);
     return 1;
 }
 
@@ -472,8 +451,8 @@ void exchange_oauth_wake(struct worker *w)
     }
 }
 
-/* The bounded wait for a token ran out. */
-void exch_cred_token_timeout(struct exchange *x)
+/* The bounded wait for a token ran out (the exchange's timer). */
+static void cred_token_timeout(struct exchange *x)
 {
     park_unlink(x);
     token_failed(x, oauth_src_name(x->cred.osrc), VG_R_OAUTH_WAIT);
@@ -483,25 +462,6 @@ void exch_cred_token_timeout(struct exchange *x)
 void exch_cred_detach(struct exchange *x)
 {
     park_unlink(x);
-}
-
-/* ---- what the rest of the exchange asks ------------------------------------------------- */
-
-const struct inject_form *exch_cred_forms(const struct exchange *x, size_t *n)
-{
-    *n = x->cred.hforms != NULL ? x->cred.nhforms : x->cred.nforms;
-    return x->cred.hforms != NULL ? x->cred.hforms : x->cred.forms;
-}
-
-bool exch_cred_dynamic(const struct exchange *x)
-{
-    return x->cred.forms_dynamic;
-}
-
-void exch_cred_rejected(struct exchange *x)
-{
-    if (x->cred.otok != NULL)
-        oauth_reject(x->cred.osrc, x->cred.otok); /* a new token for later requests (SPEC §3) */
 }
 
 /* ---- the entry point -------------------------------------------------------------------- */

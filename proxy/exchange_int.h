@@ -1,7 +1,9 @@
 /*
- * exchange_int.h - what exchange.c (the request: checks, decision, rewrite, upstream, request
- * relay, accounting) and exchange_resp.c (the response relay and reflection masking) share.
- * Private to those two files.
+ * exchange_int.h - what the exchange's files share; private to them. They call one way:
+ * exchange.c (the transport's API, checks, decision, rewrite) -> exchange_cred.c (the
+ * credential) -> exchange_resp.c (the origin and the response) -> exchange_life.c (states,
+ * timer, log lines, answers, the end) -> exchange_filter.c (the response filter). What a lower
+ * file needs of the credential is read through the inline exch_cred_* below.
  */
 #ifndef VG_EXCHANGE_INT_H
 #define VG_EXCHANGE_INT_H
@@ -101,7 +103,8 @@ struct exchange {
     int status;
     struct timespec t_start;
     int64_t bytes_in, bytes_out;
-    struct event *timer; /* upstream connect and response head */
+    struct event *timer;                 /* upstream connect and response head, or a token */
+    void (*expired)(struct exchange *x); /* the timer's handler; NULL: the upstream's */
 
     /* upstream */
     struct origin *o; /* this request's upstream, whatever its protocol (origin.h) */
@@ -130,7 +133,7 @@ struct exchange {
     struct defer defer; /* exchange callbacks on the stack; freed at depth 0 after exchange_free */
 };
 
-/* exchange.c */
+/* exchange_life.c */
 void exch_set_req(struct exchange *x, enum exch_req s);
 void exch_set_resp(struct exchange *x, enum exch_resp s);
 /* Head and body are on their way to the upstream or there. */
@@ -144,40 +147,94 @@ double exch_elapsed(const struct timespec *t0);
 void exch_log(const struct exchange *x, enum log_level lvl, const char *event, const char *reason,
               const char *detail);
 void exch_log_request(struct exchange *x, const char *route, const char *reason);
-void exch_arm(struct exchange *x, int seconds);
+/* Arms the one timer: expired (NULL: answer 504, the upstream timed out) runs when it fires. */
+void exch_arm(struct exchange *x, int seconds, void (*expired)(struct exchange *x));
 void exch_record_refusal(struct exchange *x);
 void exch_fail(struct exchange *x, int status, const char *type, const char *details,
                const char *reason);
 void exch_finish(struct exchange *x, enum exch_end how);
 void exch_drop_upstream(struct exchange *x, bool abort);
-void exch_get_upstream(struct exchange *x);
+/* Frees the memory of x (what the connection lent was given back by exchange_free). */
+void exch_destroy(struct exchange *x);
+
+/*
+ * A masker is built for one rule's forms of one snapshot. It is no connection's: an idle
+ * connection would hold ~2 KiB for it. The worker keeps up to VG_WORKER_MASKS of them for the
+ * next credentialed requests of any connection (LIFO, so the most recently used stay warm);
+ * one of an older snapshot is freed (wiped) as soon as it is seen, and all of them when the
+ * worker takes a new snapshot.
+ */
+struct exch_masks {
+    size_t n;
+    struct {
+        struct mask *m;
+        int rule;
+        uint64_t gen;
+    } e[VG_WORKER_MASKS];
+};
+
+/* Frees entry i of the cache (wiped), the last one taking its place. */
+void exch_masks_drop(struct exch_masks *c, size_t i);
 /* The worker's masker for rule's forms of snapshot gen, now the caller's; NULL when it has none. */
 struct mask *exch_mask_take(struct worker *w, int rule, uint64_t gen);
 /* Gives *mp (a masker that finished its stream) to the worker's cache, or frees it; NULLs *mp. */
 void exch_mask_give(struct worker *w, struct mask **mp, int rule, uint64_t gen);
-const char *exch_tls_reason(unsigned long e);
 
 /* exchange_cred.c */
 int exch_cred_apply(struct exchange *x, struct http_head *h);
 int exch_cred_body(struct exchange *x, const char *data, size_t len);
 int exch_cred_body_end(struct exchange *x);
-int exch_cred_body_out(struct exchange *x);
-enum http1_body exch_req_body(const struct exchange *x, uint64_t *len);
 void exch_cred_free(struct exchange *x);
-void exch_cred_token_timeout(struct exchange *x);
 void exch_cred_detach(struct exchange *x);
+
+/* The credential as the lower files read it. */
+/* How the request body goes upstream: as the client framed it, or buffered (SigV4) with its
+ * length. */
+static inline enum http1_body exch_req_body(const struct exchange *x, uint64_t *len)
+{
+    const struct http1_msg *req = x->req;
+
+    if (x->cred.sig_buffered) {
+        *len = x->cred.sig_len;
+        return x->cred.sig_len > 0 ? HTTP1_BODY_LENGTH : HTTP1_BODY_NONE;
+    }
+    *len = req->content_length;
+    if (req->body == HTTP1_BODY_LENGTH && req->content_length == 0)
+        return HTTP1_BODY_NONE;
+    return req->body;
+}
+
+/* A buffered (SigV4) body that goes upstream after the head, or NULL. */
+static inline struct evbuffer *exch_cred_buffered(const struct exchange *x)
+{
+    return x->cred.sig_buffered ? x->cred.sig_body : NULL;
+}
+
 /* The forms this request's masker looks for: the credential's, and those of every value its
  * secret held earlier in the run (SPEC §4). */
-const struct inject_form *exch_cred_forms(const struct exchange *x, size_t *n);
+static inline const struct inject_form *exch_cred_forms(const struct exchange *x, size_t *n)
+{
+    *n = x->cred.hforms != NULL ? x->cred.nhforms : x->cred.nforms;
+    return x->cred.hforms != NULL ? x->cred.hforms : x->cred.forms;
+}
+
 /* The forms are this request's alone (a signature, a token, earlier values): its masker is
  * not kept for others. */
-bool exch_cred_dynamic(const struct exchange *x);
+static inline bool exch_cred_dynamic(const struct exchange *x)
+{
+    return x->cred.forms_dynamic;
+}
+
 /* The upstream answered 401: an injected token is reported rejected (SPEC §3). */
-void exch_cred_rejected(struct exchange *x);
+static inline void exch_cred_rejected(struct exchange *x)
+{
+    if (x->cred.otok != NULL)
+        oauth_reject(x->cred.osrc, x->cred.otok); /* a new token for later requests */
+}
 
 /* exchange_resp.c */
 extern const struct origin_cbs exch_origin_cbs;
 int exch_mask_setup(struct exchange *x, struct http_head *h, bool keep_ranges);
-bool exch_retryable(const struct exchange *x);
+void exch_get_upstream(struct exchange *x);
 
 #endif

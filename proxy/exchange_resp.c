@@ -407,7 +407,7 @@ static bool exch_bodyless(const struct http1_msg *req)
  * request could be (the pool may then hand out a connection without its liveness peek);
  * exch_retry returns 1 when a retry started.
  */
-bool exch_retryable(const struct exchange *x)
+static bool exch_retryable(const struct exchange *x)
 {
     const struct http1_msg *req = x->req;
     const char *m;
@@ -515,6 +515,26 @@ static void exch_grpc_unavailable(struct exchange *x)
     exch_finish(x, EXCH_END_CLOSE);
 }
 
+/*
+ * Asks for the upstream of this request (again, after a connection died or a stream was
+ * refused): origin.c finds or makes it, and exch_origin_cbs.ready follows.
+ */
+void exch_get_upstream(struct exchange *x)
+{
+    const struct origin_source *src = x->cc->origins != NULL ? x->cc->origins : &origin_upstreams;
+    struct origin_want want = {x->host,           x->up_port, x->up_tls,
+                               exch_retryable(x), x->w->up,   EXCH_T(x, VG_T_BODY_IDLE)};
+
+    exch_set_req(x, EXCH_REQ_CONNECT);
+    exch_arm(x, EXCH_T_UP_GET(x), NULL);
+    x->o = src->get(x->w, &want, &exch_origin_cbs, x);
+    if (x->o == NULL) {
+        exch_fail(x, 502, VG_PS_INTERNAL_ERROR, "upstream connection failed", VG_R_UPSTREAM_GET);
+        return;
+    }
+    src->start(x->o);
+}
+
 /* ---- the upstream connection ------------------------------------------------------------ */
 
 /* Getting the upstream failed: the answer of SPEC §4 for that failure. */
@@ -595,10 +615,14 @@ static void exch_origin_ready(void *arg, enum origin_up up, enum upstream_err er
         goto out;
     }
     exch_set_req(x, no_body ? EXCH_REQ_SENT : EXCH_REQ_BODY);
-    exch_arm(x, EXCH_T(x, VG_T_RESPONSE_HEAD));
-    if (exch_cred_body_out(x) < 0) {
-        exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
-        goto out;
+    exch_arm(x, EXCH_T(x, VG_T_RESPONSE_HEAD), NULL);
+    if (exch_cred_buffered(x) != NULL) {
+        /* the buffered body follows, moved without a copy */
+        exch_set_req(x, EXCH_REQ_SENT);
+        if (origin_body_take(x->o, exch_cred_buffered(x)) < 0 || origin_body_end(x->o) < 0) {
+            exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
+            goto out;
+        }
     }
     origin_flush(x->o);
     if (x->req_state == EXCH_REQ_BODY)

@@ -1,7 +1,8 @@
 /*
- * exchange.c - one request: the checks of SPEC §4, the policy decision, the rewrite and
- * injection, the upstream connection, the request relay, and the request's audit counts,
- * metrics and log line. The response relay and masking are exchange_resp.c.
+ * exchange.c - one request as its transport sees it (exchange.h): the checks of SPEC §4, the
+ * policy decision, the rewrite and injection, the request relay. It calls down to
+ * exchange_cred.c (the credential), exchange_resp.c (the upstream and the response) and
+ * exchange_life.c (states, answers, log lines, the end), never the other way round.
  *
  * Guarantees:
  * - The head is checked (Host vs the connection's host, target form, method, upgrade), decided
@@ -21,9 +22,9 @@
 #include "common/caps.h"
 #include "policy/inject.h"
 #include "policy/policy.h"
-#include "proxy/h2up.h"
 #include "http/http1.h"
 #include "proxy/listen.h"
+#include "proxy/origin.h"
 #include "mask/mask.h"
 #include "proxy/reason.h"
 #include "mask/wsmask.h"
@@ -36,195 +37,9 @@
 
 #include <event2/buffer.h>
 #include <event2/event.h>
-#include <openssl/err.h>
 
 /* The one name vaultgate answers itself (SPEC §9, `vaultgate probe`). */
 #define EXCH_PROBE_HOST "probe.vaultgate.invalid"
-
-/* ---- small helpers ---------------------------------------------------------------------- */
-
-double exch_elapsed(const struct timespec *t0)
-{
-    struct timespec now;
-
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
-const char *exch_tls_reason(unsigned long e)
-{
-    const char *r = ERR_reason_error_string(e);
-
-    return r != NULL ? r : "TLS error";
-}
-
-static const char *decision_name(enum metrics_decision d)
-{
-    static const char *const names[] = {"inject", "allow", "block", "error"};
-
-    return d < METRICS_D_COUNT ? names[d] : "error";
-}
-
-static void exch_fields(const struct exchange *x, struct log_fields *f)
-{
-    const struct exch_conn *cc = x->cc;
-
-    f->conn = cc->id;
-    f->client = cc->client_addr;
-    f->listener = cc->la->label;
-    f->host = x->host[0] != '\0' ? x->host : NULL;
-}
-
-void exch_log(const struct exchange *x, enum log_level lvl, const char *event, const char *reason,
-              const char *detail)
-{
-    struct log_fields f = LOG_FIELDS_INIT;
-
-    if (!log_enabled(lvl) || x->cc == NULL)
-        return;
-    exch_fields(x, &f);
-    f.reason = reason;
-    f.detail = detail;
-    log_event(lvl, event, &f);
-}
-
-void exch_log_request(struct exchange *x, const char *route, const char *reason)
-{
-    struct log_fields f = LOG_FIELDS_INIT;
-    struct policy_rule_info ri;
-
-    if (!log_enabled(LOG_INFO) || x->cc == NULL)
-        return;
-    exch_fields(x, &f);
-    f.route = route;
-    f.proto = x->cc->proto;
-    f.decision = decision_name(x->mdec);
-    if (x->rule >= 0 && x->policy != NULL) {
-        policy_rule_info(x->policy, (size_t)x->rule, &ri);
-        f.rule = x->rule;
-        f.secret = ri.secret_name;
-    }
-    f.status = x->status;
-    f.bytes_in = x->bytes_in;
-    f.bytes_out = x->bytes_out;
-    f.duration = exch_elapsed(&x->t_start);
-    f.reason = reason;
-    log_event(LOG_INFO, "request", &f);
-}
-
-void exch_enter(struct exchange *x)
-{
-    defer_enter(&x->defer);
-}
-
-static void exch_destroy(struct exchange *x);
-
-void exch_leave(struct exchange *x)
-{
-    if (defer_leave(&x->defer))
-        exch_destroy(x);
-}
-
-static void timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-    struct exchange *x = arg;
-
-    exch_enter(x);
-    if (x->state == EXCH_S_TOKEN) {
-        exch_cred_token_timeout(x);
-        exch_leave(x);
-        return;
-    }
-    metrics_upstream_error(x->w->id, METRICS_UE_TIMEOUT);
-    exch_fail(x, 504, x->state == EXCH_S_RELAY ? VG_PS_RESPONSE_TIMEOUT : VG_PS_CONNECTION_TIMEOUT,
-              "upstream timed out", VG_R_UPSTREAM_TIMEOUT);
-    exch_leave(x);
-}
-
-void exch_arm(struct exchange *x, int seconds)
-{
-    struct timeval tv = {seconds, 0};
-
-    if (x->timer == NULL)
-        x->timer = evtimer_new(x->w->base, timer_cb, x);
-    if (x->timer != NULL)
-        evtimer_add(x->timer, &tv);
-}
-
-void exch_record_refusal(struct exchange *x)
-{
-    struct worker *w = x->w;
-
-    audit_blocked(w->sh->audit, w->id, x->host);
-    audit_route(w->sh->audit, w->id, x->host, AUDIT_ROUTE_REFUSED);
-    metrics_blocked(w->id);
-}
-
-/* ---- the end of an exchange ------------------------------------------------------------ */
-
-/* Reports how the exchange ended: its last word to the transport. */
-void exch_finish(struct exchange *x, enum exch_end how)
-{
-    if (x->state == EXCH_S_ENDED || defer_freed(&x->defer))
-        return;
-    x->state = EXCH_S_ENDED;
-    if (x->timer != NULL)
-        evtimer_del(x->timer);
-    x->ops->finished(x->t, how);
-}
-
-/* Frees the upstream side. abort: the peer must not take what it got as a complete message. */
-void exch_drop_upstream(struct exchange *x, bool abort)
-{
-    if (x->upreq != NULL)
-        upstream_cancel(&x->upreq);
-    h2up_dial_end(&x->h2dial, H2UP_PLACED_RETRY, UPSTREAM_OK); /* those waiting dial anew */
-    h2up_close(&x->h2s); /* a stream not yet complete is reset */
-    if (x->up.bev != NULL) {
-        evutil_socket_t fd = bufferevent_getfd(x->up.bev);
-
-        if (abort && fd >= 0) {
-            struct linger lg = {1, 0};
-
-            /* RST: a half-sent request never looks complete to the upstream */
-            setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-        }
-        bufferevent_setcb(x->up.bev, NULL, NULL, NULL, NULL);
-        bufferevent_free(x->up.bev);
-        x->up.bev = NULL;
-    }
-    x->up_paused = false;
-    x->up.nocopy = false;
-    if (x->up.stage != NULL)
-        evbuffer_drain(x->up.stage, evbuffer_get_length(x->up.stage));
-}
-
-/*
- * Answers the request with a response of vaultgate's own (SPEC §4) and ends the exchange: the
- * connection closes after it. Nothing more is forwarded in either direction. When a response
- * is already on its way, cutting the connection is all that is left.
- */
-void exch_fail(struct exchange *x, int status, const char *type, const char *details,
-               const char *reason)
-{
-    if (x->state == EXCH_S_ENDED || defer_freed(&x->defer))
-        return;
-    exch_drop_upstream(x, true);
-    if (x->resp_started) {
-        exch_log_request(x, NULL, reason);
-        exch_finish(x, EXCH_END_ABORT);
-        return;
-    }
-    x->status = status;
-    x->resp_started = x->resp_done = true;
-    if (x->ops->error(x->t, status, type, details, x->host[0] != '\0' ? x->host : NULL) < 0) {
-        exch_finish(x, EXCH_END_ABORT);
-        return;
-    }
-    metrics_request(x->w->id, x->mdec, status, exch_elapsed(&x->t_start));
-    exch_log_request(x, x->mdec == METRICS_D_BLOCK ? "refused" : NULL, reason);
-    exch_finish(x, EXCH_END_CLOSE);
-}
 
 /* ---- target and Host checks ------------------------------------------------------------ */
 
@@ -500,7 +315,7 @@ static void exch_answer_probe(struct exchange *x)
 
     x->mdec = METRICS_D_ALLOW;
     x->status = 204;
-    x->resp_started = x->resp_done = true;
+    exch_set_resp(x, EXCH_RESP_DONE);
     httphead_init(&h);
     rc = httphead_set_status_line(&h, 1, 204, "No Content", 10) < 0 ||
                  httphead_add(&h, "Proxy-Status", 12, ps, (size_t)n) < 0 ||
@@ -591,41 +406,6 @@ static int exch_rewrite(struct exchange *x, struct http_head *h, const struct po
     return exch_cred_apply(x, h);
 }
 
-/*
- * Asks for the upstream of this request (again, after a pooled connection died): a stream on a
- * pooled HTTP/2 connection with room, a place in the queue of one being made, or a dial of its
- * own, announced so that the requests coming meanwhile wait for it rather than dial too.
- */
-void exch_get_upstream(struct exchange *x)
-{
-    int how = H2UP_NONE;
-
-    x->state = EXCH_S_UP_CONNECT;
-    exch_arm(x, EXCH_T_UP_GET(x));
-    if (x->up_tls == UPSTREAM_TLS_H2) {
-        x->h2s = exch_h2_open(x, &how);
-        if (how == H2UP_OPENED) {
-            exch_h2_started(x); /* a pooled HTTP/2 connection had room for one more stream */
-            return;
-        }
-        if (how == H2UP_WAITING)
-            return; /* exch_h2_placed follows */
-        x->h2dial = h2up_dial(x->w, x->host, x->up_port);
-    }
-    exch_dial(x);
-}
-
-/* Dials (or takes a pooled connection) for this request alone. */
-void exch_dial(struct exchange *x)
-{
-    x->upreq =
-        upstream_get(x->w->up, x->host, x->up_port, x->up_tls, exch_retryable(x), exch_up_ready, x);
-    if (x->upreq == NULL) {
-        h2up_dial_end(&x->h2dial, H2UP_PLACED_RETRY, UPSTREAM_OK);
-        exch_fail(x, 502, VG_PS_INTERNAL_ERROR, "upstream connection failed", VG_R_UPSTREAM_GET);
-    }
-}
-
 void exchange_request(struct exchange *x, struct http1_msg *req)
 {
     struct http_head *h = &req->head;
@@ -670,70 +450,51 @@ out:
 
 int exchange_body(struct exchange *x, const char *data, size_t len)
 {
-    struct evbuffer *out = x->up.stage;
     int rc;
 
-    if (x->state == EXCH_S_BODY) {
+    if (x->req_state == EXCH_REQ_SIGN) {
         exch_enter(x);
         rc = exch_cred_body(x, data, len);
         exch_leave(x);
         return rc;
     }
-    if (x->state == EXCH_S_RELAY && x->h2s != NULL) {
-        rc = h2up_body(x->h2s, data, len);
-        x->body_paused = rc == 1;
-        return rc;
-    }
-    if (x->state != EXCH_S_RELAY || x->up.bev == NULL)
+    if (!exch_relaying(x) || x->o == NULL)
         return -1;
-    rc = x->req->body == HTTP1_BODY_CHUNKED ? http1_write_chunk(out, data, len)
-                                            : evbuffer_add(out, data, len);
+    rc = origin_body(x->o, data, len);
     if (rc < 0) {
         exch_enter(x);
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
         exch_leave(x);
-        return -1;
     }
-    if (bevio_pending(&x->up) < VG_CONN_OUT_CAP)
-        return 0;
-    /* the upstream takes no more for now: the transport waits for ops->more */
-    bevio_push(&x->up);
-    x->body_paused = true;
-    bufferevent_setwatermark(x->up.bev, EV_WRITE, VG_CONN_OUT_CAP / 2, 0);
-    return 1;
+    return rc; /* 1: the transport waits for ops->more */
 }
 
 int exchange_body_end(struct exchange *x)
 {
     int rc;
 
-    if (x->state == EXCH_S_BODY) {
+    if (x->req_state == EXCH_REQ_SIGN) {
         exch_enter(x);
         rc = exch_cred_body_end(x);
         exch_leave(x);
         return rc;
     }
-    if (x->state == EXCH_S_RELAY && x->h2s != NULL) {
-        x->req_done = true;
-        return h2up_body_end(x->h2s);
-    }
-    if (x->state != EXCH_S_RELAY || x->up.bev == NULL)
+    if (!exch_relaying(x) || x->o == NULL)
         return -1;
-    if (x->req->body == HTTP1_BODY_CHUNKED && http1_write_last_chunk(x->up.stage) < 0) {
+    if (origin_body_end(x->o) < 0) {
         exch_enter(x);
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
         exch_leave(x);
         return -1;
     }
-    x->req_done = true;
-    bevio_push(&x->up);
+    exch_set_req(x, EXCH_REQ_SENT);
     return 0;
 }
 
 void exchange_flush(struct exchange *x)
 {
-    if (x->state == EXCH_S_RELAY && x->h2s == NULL)
-        bevio_push(&x->up);
+    if (exch_relaying(x) && x->o != NULL)
+        origin_flush(x->o);
 }
 
 void exchange_reject(struct exchange *x, int status, const char *type, const char *details,
@@ -757,33 +518,28 @@ const char *exchange_host(const struct exchange *x)
 
 void exchange_client_gone(struct exchange *x, const char *reason)
 {
-    if (x->state == EXCH_S_RELAY || x->state == EXCH_S_UP_CONNECT || x->state == EXCH_S_BODY ||
-        x->state == EXCH_S_TOKEN)
+    if (x->req_state != EXCH_REQ_HEAD && x->req_state != EXCH_REQ_ENDED)
         exch_log_request(x, NULL, reason);
 }
 
 bool exchange_responding(const struct exchange *x)
 {
-    return x->resp_started;
+    return x->resp_state != EXCH_RESP_NONE;
 }
 
 bool exchange_sent(const struct exchange *x)
 {
-    return x->state == EXCH_S_RELAY && x->req_done;
+    return x->req_state == EXCH_REQ_SENT;
 }
 
 void exchange_take_upgrade(struct exchange *x, struct bufferevent **up, struct wsmask **wsm,
                            bool *bad_ext, bool *route_tunnel)
 {
-    *up = x->up.bev;
-    *wsm = x->wsm;
+    *up = x->o != NULL ? origin_take(&x->o) : NULL;
+    *wsm = x->rf.wsm;
     *bad_ext = x->ws_bad_ext;
     *route_tunnel = x->route_tunnel;
-    if (x->up.bev != NULL)
-        bufferevent_setcb(x->up.bev, NULL, NULL, NULL, NULL);
-    x->up.bev = NULL;
-    x->wsm = NULL;
-    x->upgrade_taken = true;
+    x->rf.wsm = NULL;
 }
 
 void exchange_connect_target(const struct exchange *x, const char **host, int *port, bool *tunnel)
@@ -802,11 +558,6 @@ struct exchange *exchange_new(struct exch_conn *cc, const struct exchange_ops *o
 
     if (x == NULL)
         return NULL;
-    x->up.stage = evbuffer_new();
-    if (x->up.stage == NULL) {
-        free(x);
-        return NULL;
-    }
     x->cc = cc;
     x->ops = ops;
     x->t = t;
@@ -820,37 +571,27 @@ struct exchange *exchange_new(struct exch_conn *cc, const struct exchange_ops *o
     return x;
 }
 
-/* Frees the memory of x (everything the connection lent was given back by exchange_free). */
-static void exch_destroy(struct exchange *x)
-{
-    exch_drop_mask(x);
-    exch_cred_free(x);
-    policy_unref(&x->policy);
-    http1_parser_free(&x->parser);
-    if (x->timer != NULL)
-        event_free(x->timer);
-    if (x->up.stage != NULL)
-        evbuffer_free(x->up.stage);
-    free(x);
-}
-
 void exchange_free(struct exchange **xp)
 {
     struct exchange *x = *xp;
+    struct mask *m;
     bool clean;
 
     if (x == NULL)
         return;
     *xp = NULL;
-    clean = x->resp_done && x->req_done;
+    /* ended: any origin left is a switched one the transport did not take */
+    clean = x->req_state == EXCH_REQ_ENDED ||
+            (x->req_state == EXCH_REQ_SENT && x->resp_state == EXCH_RESP_DONE);
     exch_cred_detach(x);
+    exch_cred_free(x); /* nothing of the credential is used once the transport let go */
     exch_drop_upstream(x, !clean);
     if (x->timer != NULL)
         evtimer_del(x->timer);
     /* the masker goes to the worker's cache when it finished its stream cleanly */
-    if (x->mask != NULL && x->mask_clean && !x->forms_dynamic)
-        exch_mask_give(x->w, &x->mask, x->rule, x->policy_gen);
-    x->state = EXCH_S_ENDED;
+    if (!exch_cred_dynamic(x) && (m = exch_filter_keep(&x->rf)) != NULL)
+        exch_mask_give(x->w, &m, x->rule, x->policy_gen);
+    x->req_state = EXCH_REQ_ENDED; /* not logged: the transport let go */
     x->cc = NULL;
     x->ops = NULL;
     x->t = NULL;
@@ -861,68 +602,6 @@ void exchange_free(struct exchange **xp)
 void exch_conn_release(struct exch_conn *cc)
 {
     policy_unref(&cc->policy);
-}
-
-/* ---- the worker's maskers ---------------------------------------------------------------- */
-
-/*
- * A masker is built for one rule's forms of one snapshot. It is no connection's: an idle
- * connection would hold ~2 KiB for it. The worker keeps up to VG_WORKER_MASKS of them for the
- * next credentialed requests of any connection (LIFO, so the most recently used stay warm);
- * one of an older snapshot is freed (wiped) as soon as it is seen, and all of them when the
- * worker takes a new snapshot.
- */
-struct exch_masks {
-    size_t n;
-    struct {
-        struct mask *m;
-        int rule;
-        uint64_t gen;
-    } e[VG_WORKER_MASKS];
-};
-
-/* Frees entry i (wiped), the last one taking its place. */
-static void exch_masks_drop(struct exch_masks *c, size_t i)
-{
-    mask_free(&c->e[i].m);
-    c->e[i] = c->e[--c->n];
-}
-
-struct mask *exch_mask_take(struct worker *w, int rule, uint64_t gen)
-{
-    struct exch_masks *c = w->masks;
-    struct mask *m;
-
-    if (c == NULL)
-        return NULL;
-    for (size_t i = c->n; i-- > 0;) {
-        if (c->e[i].gen != w->policy_gen) {
-            exch_masks_drop(c, i);
-            continue;
-        }
-        if (c->e[i].rule != rule || c->e[i].gen != gen)
-            continue;
-        m = c->e[i].m;
-        c->e[i] = c->e[--c->n];
-        return m;
-    }
-    return NULL;
-}
-
-void exch_mask_give(struct worker *w, struct mask **mp, int rule, uint64_t gen)
-{
-    struct exch_masks *c = w->masks;
-
-    if (gen != w->policy_gen || (c == NULL && (c = w->masks = calloc(1, sizeof(*c))) == NULL) ||
-        c->n == VG_WORKER_MASKS) {
-        mask_free(mp);
-        return;
-    }
-    c->e[c->n].m = *mp;
-    c->e[c->n].rule = rule;
-    c->e[c->n].gen = gen;
-    c->n++;
-    *mp = NULL;
 }
 
 void exchange_worker_masks(struct worker *w, bool all)

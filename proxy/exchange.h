@@ -35,6 +35,7 @@ struct policy;
 struct mask;
 struct wsmask;
 struct exchange;
+struct origin_source;
 
 /* How the response body reaches the transport (its framing is the transport's). */
 enum exch_body {
@@ -69,6 +70,7 @@ struct exch_conn {
     int default_port;          /* the port a Host may name besides none and the listener's */
     const char *proto;         /* the client's protocol for log lines: "http/1.1", "h2" */
     bool draining;             /* stop requested: no new requests on this connection */
+    const struct origin_source *origins; /* where the upstreams come from; NULL: the worker's */
     /* caches */
     struct policy *policy; /* snapshot of the last request (a new one only after a reload) */
     uint64_t policy_gen;

@@ -20,7 +20,6 @@
 #include "common/secmem.h"
 #include "policy/inject.h"
 #include "policy/policy.h"
-#include "proxy/h2up.h"
 #include "proxy/oauth.h"
 #include "proxy/worker.h"
 #include "proxy/reason.h"
@@ -63,18 +62,19 @@ static void sig_block_release(const void *data, size_t datalen, void *extra)
 /* Hands the block being filled to sig_body (by reference). 0 or -1. */
 static int sig_block_close(struct exchange *x)
 {
-    if (x->sig_blk == NULL)
+    if (x->cred.sig_blk == NULL)
         return 0;
-    if (x->sig_blk_used == 0) {
-        sig_block_release(x->sig_blk, 0, (void *)(uintptr_t)x->sig_blk_cap);
-    } else if (evbuffer_add_reference(x->sig_body, x->sig_blk, x->sig_blk_used, sig_block_release,
-                                      (void *)(uintptr_t)x->sig_blk_cap) < 0) {
-        sig_block_release(x->sig_blk, 0, (void *)(uintptr_t)x->sig_blk_cap);
-        x->sig_blk = NULL;
+    if (x->cred.sig_blk_used == 0) {
+        sig_block_release(x->cred.sig_blk, 0, (void *)(uintptr_t)x->cred.sig_blk_cap);
+    } else if (evbuffer_add_reference(x->cred.sig_body, x->cred.sig_blk, x->cred.sig_blk_used,
+                                      sig_block_release,
+                                      (void *)(uintptr_t)x->cred.sig_blk_cap) < 0) {
+        sig_block_release(x->cred.sig_blk, 0, (void *)(uintptr_t)x->cred.sig_blk_cap);
+        x->cred.sig_blk = NULL;
         return -1;
     }
-    x->sig_blk = NULL;
-    x->sig_blk_cap = x->sig_blk_used = 0;
+    x->cred.sig_blk = NULL;
+    x->cred.sig_blk_cap = x->cred.sig_blk_used = 0;
     return 0;
 }
 
@@ -83,17 +83,19 @@ static int sig_block_open(struct exchange *x, size_t cap)
 {
     if (!sig_reserve(cap))
         return -2;
-    x->sig_blk = malloc(cap);
-    if (x->sig_blk == NULL) {
+    x->cred.sig_blk = malloc(cap);
+    if (x->cred.sig_blk == NULL) {
         atomic_fetch_sub(&sig_total, cap);
         return -1;
     }
-    x->sig_blk_cap = cap;
-    x->sig_blk_used = 0;
+    x->cred.sig_blk_cap = cap;
+    x->cred.sig_blk_used = 0;
     return 0;
 }
 
 /* ---- waiting for a token: the worker's list of parked exchanges ------------------------- */
+
+static void cred_token_timeout(struct exchange *x);
 
 static void park_unlink(struct exchange *x)
 {
@@ -122,72 +124,59 @@ static void park_link(struct exchange *x, void **list)
 void exch_cred_free(struct exchange *x)
 {
     park_unlink(x);
-    for (size_t i = 0; i < x->nhtok; i++)
-        inject_token_free(&x->htok[i]);
-    free(x->htok);
-    free(x->hforms);
-    x->htok = NULL;
-    x->hforms = NULL;
-    x->nhtok = x->nhforms = 0;
-    inject_token_free(&x->itok);
-    oauth_tok_unref(&x->otok);
-    sigv4_hash_free(&x->sig_hash);
-    if (x->sig_blk != NULL)
-        sig_block_release(x->sig_blk, 0, (void *)(uintptr_t)x->sig_blk_cap);
-    x->sig_blk = NULL;
-    if (x->sig_body != NULL)
-        evbuffer_free(x->sig_body); /* runs the blocks' cleanups */
-    x->sig_body = NULL;
-    OPENSSL_cleanse(x->sig, sizeof(x->sig));
-}
-
-enum http1_body exch_req_body(const struct exchange *x, uint64_t *len)
-{
-    const struct http1_msg *req = x->req;
-
-    if (x->sig_buffered) {
-        *len = x->sig_len;
-        return x->sig_len > 0 ? HTTP1_BODY_LENGTH : HTTP1_BODY_NONE;
-    }
-    *len = req->content_length;
-    if (req->body == HTTP1_BODY_LENGTH && req->content_length == 0)
-        return HTTP1_BODY_NONE;
-    return req->body;
+    for (size_t i = 0; i < x->cred.nhtok; i++)
+        inject_token_free(&x->cred.htok[i]);
+    free(x->cred.htok);
+    free(x->cred.hforms);
+    x->cred.htok = NULL;
+    x->cred.hforms = NULL;
+    x->cred.nhtok = x->cred.nhforms = 0;
+    inject_token_free(&x->cred.itok);
+    oauth_tok_unref(&x->cred.otok);
+    sigv4_hash_free(&x->cred.sig_hash);
+    if (x->cred.sig_blk != NULL)
+        sig_block_release(x->cred.sig_blk, 0, (void *)(uintptr_t)x->cred.sig_blk_cap);
+    x->cred.sig_blk = NULL;
+    if (x->cred.sig_body != NULL)
+        evbuffer_free(x->cred.sig_body); /* runs the blocks' cleanups */
+    x->cred.sig_body = NULL;
+    OPENSSL_cleanse(x->cred.sig, sizeof(x->cred.sig));
 }
 
 /* ---- the forms the masker looks for ---------------------------------------------------- */
 
 static void cred_forms(struct exchange *x, const char *extra, size_t extra_len)
 {
-    x->nforms = inject_forms(x->policy, x->rule, x->forms);
-    if (extra != NULL && x->nforms < INJECT_MAX_FORMS) {
-        x->forms[x->nforms].bytes = (const unsigned char *)extra;
-        x->forms[x->nforms].len = extra_len;
-        x->forms[x->nforms++].flags = INJECT_FORM_VALUE; /* sent as it is: a value */
-        x->forms_dynamic = true;
+    x->cred.nforms = inject_forms(x->policy, x->rule, x->cred.forms);
+    if (extra != NULL && x->cred.nforms < INJECT_MAX_FORMS) {
+        x->cred.forms[x->cred.nforms].bytes = (const unsigned char *)extra;
+        x->cred.forms[x->cred.nforms].len = extra_len;
+        x->cred.forms[x->cred.nforms++].flags = INJECT_FORM_VALUE; /* sent as it is: a value */
+        x->cred.forms_dynamic = true;
     }
 }
 
-/* Appends n forms to x->hforms (*cap entries allocated). 0 or -1. */
+/* Appends n forms to x->cred.hforms (*cap entries allocated). 0 or -1. */
 static int hforms_push(struct exchange *x, const struct inject_form *f, size_t n, size_t *cap)
 {
-    if (x->nhforms + n > *cap) {
-        size_t ncap = (x->nhforms + n) * 2;
+    if (x->cred.nhforms + n > *cap) {
+        size_t ncap = (x->cred.nhforms + n) * 2;
         struct inject_form *nf;
 
         if (ncap > VG_MASK_FORMS_MAX)
             ncap = VG_MASK_FORMS_MAX;
-        if (x->nhforms + n > ncap || (nf = realloc(x->hforms, ncap * sizeof(*nf))) == NULL)
+        if (x->cred.nhforms + n > ncap ||
+            (nf = realloc(x->cred.hforms, ncap * sizeof(*nf))) == NULL)
             return -1;
-        x->hforms = nf;
+        x->cred.hforms = nf;
         *cap = ncap;
     }
-    memcpy(x->hforms + x->nhforms, f, n * sizeof(*f));
-    x->nhforms += n;
+    memcpy(x->cred.hforms + x->cred.nhforms, f, n * sizeof(*f));
+    x->cred.nhforms += n;
     return 0;
 }
 
-/* The wire forms of the earlier value v (kept in x->htok), after the current ones. 0 or -1. */
+/* The wire forms of the earlier value v (kept in x->cred.htok), after the current ones. 0 or -1. */
 static int history_add(struct exchange *x, const char *v, size_t len, size_t *cap)
 {
     struct inject_form f[INJECT_MAX_FORMS];
@@ -195,14 +184,14 @@ static int history_add(struct exchange *x, const char *v, size_t len, size_t *ca
 
     if (t == NULL)
         return -1;
-    x->htok[x->nhtok++] = t;
+    x->cred.htok[x->cred.nhtok++] = t;
     return hforms_push(x, f, inject_token_forms(t, f), cap);
 }
 
 /*
  * Every value the rule's secret held earlier in the run (a token a refresh or a 401 replaced, a
  * value a reload replaced: common/sechist.h) is masked as the current one is (SPEC §4): its
- * wire forms join the current ones in x->hforms. The current value (x->forms[0], the raw
+ * wire forms join the current ones in x->cred.hforms. The current value (x->cred.forms[0], the raw
  * secret or token) is not repeated. The masker is then this request's alone. 0 or -1 (out of
  * memory, or more forms than one masker takes).
  */
@@ -218,20 +207,21 @@ static int cred_history(struct exchange *x)
         return -1;
     if ((n = sechist_vals_count(v)) == 0)
         return 0;
-    if ((x->htok = calloc(n, sizeof(*x->htok))) == NULL)
+    if ((x->cred.htok = calloc(n, sizeof(*x->cred.htok))) == NULL)
         goto out;
-    if (hforms_push(x, x->forms, x->nforms, &cap) < 0)
+    if (hforms_push(x, x->cred.forms, x->cred.nforms, &cap) < 0)
         goto out;
     for (size_t i = 0; i < n; i++) {
         size_t len;
         const char *val = sechist_vals_at(v, i, &len);
 
-        if (x->nforms > 0 && x->forms[0].len == len && secmem_equal(x->forms[0].bytes, val, len))
+        if (x->cred.nforms > 0 && x->cred.forms[0].len == len &&
+            secmem_equal(x->cred.forms[0].bytes, val, len))
             continue; /* the value injected now */
         if (history_add(x, val, len, &cap) < 0)
             goto out;
     }
-    x->forms_dynamic = true;
+    x->cred.forms_dynamic = true;
     rc = 0;
 out:
     sechist_vals_free(&v);
@@ -244,11 +234,11 @@ out:
  * (answered). */
 static int sigv4_finish(struct exchange *x, struct http_head *h, const char *payload_hash)
 {
-    if (inject_sigv4(h, x->policy, x->rule, payload_hash, time(NULL), x->sig) < 0) {
+    if (inject_sigv4(h, x->policy, x->rule, payload_hash, time(NULL), x->cred.sig) < 0) {
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "request signing failed", VG_R_INJECT);
         return -1;
     }
-    cred_forms(x, x->sig, SIGV4_HEX_LEN);
+    cred_forms(x, x->cred.sig, SIGV4_HEX_LEN);
     if (cred_history(x) < 0 || exch_mask_setup(x, h, true) < 0) {
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
         return -1;
@@ -306,9 +296,9 @@ static int sigv4_apply(struct exchange *x, struct http_head *h)
                   VG_R_SIGV4_TOO_LARGE);
         return -1;
     }
-    x->sig_hash = sigv4_hash_new();
-    x->sig_body = evbuffer_new();
-    rc = x->sig_hash == NULL || x->sig_body == NULL
+    x->cred.sig_hash = sigv4_hash_new();
+    x->cred.sig_body = evbuffer_new();
+    rc = x->cred.sig_hash == NULL || x->cred.sig_body == NULL
              ? -1
              : sig_block_open(x, body == HTTP1_BODY_LENGTH ? (size_t)len : VG_SIGV4_BLOCK);
     if (rc < 0) {
@@ -317,14 +307,14 @@ static int sigv4_apply(struct exchange *x, struct http_head *h)
                   rc == -2 ? VG_R_SIGV4_BUDGET : VG_R_OOM);
         return -1;
     }
-    x->sig_buffered = true;
+    x->cred.sig_buffered = true;
     /* the body is read here, not by the upstream: answer the client's Expect ourselves */
     if (httphead_has_token(h, "Expect", "100-continue") && sigv4_continue(x) < 0) {
         exch_finish(x, EXCH_END_ABORT);
         return -1;
     }
     httphead_remove(h, "Expect");
-    x->state = EXCH_S_BODY;
+    exch_set_req(x, EXCH_REQ_SIGN);
     x->ops->more(x->t);
     return 1;
 }
@@ -332,10 +322,10 @@ static int sigv4_apply(struct exchange *x, struct http_head *h)
 int exch_cred_body(struct exchange *x, const char *data, size_t len)
 {
     while (len > 0) {
-        size_t n = x->sig_blk_cap - x->sig_blk_used;
+        size_t n = x->cred.sig_blk_cap - x->cred.sig_blk_used;
         int rc = 0;
 
-        if (x->sig_len + len > VG_SIGV4_BODY_MAX) {
+        if (x->cred.sig_len + len > VG_SIGV4_BODY_MAX) {
             exch_fail(x, 413, VG_PS_REQUEST_ERROR, "request body over 32 MiB cannot be signed",
                       VG_R_SIGV4_TOO_LARGE);
             return -1;
@@ -346,16 +336,16 @@ int exch_cred_body(struct exchange *x, const char *data, size_t len)
                       rc == -2 ? VG_R_SIGV4_BUDGET : VG_R_OOM);
             return -1;
         }
-        n = x->sig_blk_cap - x->sig_blk_used;
+        n = x->cred.sig_blk_cap - x->cred.sig_blk_used;
         if (n > len)
             n = len;
-        memcpy(x->sig_blk + x->sig_blk_used, data, n);
-        if (sigv4_hash_update(x->sig_hash, data, n) < 0) {
+        memcpy(x->cred.sig_blk + x->cred.sig_blk_used, data, n);
+        if (sigv4_hash_update(x->cred.sig_hash, data, n) < 0) {
             exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
             return -1;
         }
-        x->sig_blk_used += n;
-        x->sig_len += n;
+        x->cred.sig_blk_used += n;
+        x->cred.sig_len += n;
         data += n;
         len -= n;
     }
@@ -367,7 +357,7 @@ int exch_cred_body_end(struct exchange *x)
 {
     char hex[SIGV4_HEX_LEN + 1];
 
-    if (sig_block_close(x) < 0 || sigv4_hash_final(&x->sig_hash, hex) < 0) {
+    if (sig_block_close(x) < 0 || sigv4_hash_final(&x->cred.sig_hash, hex) < 0) {
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
         return -1;
     }
@@ -375,18 +365,6 @@ int exch_cred_body_end(struct exchange *x)
         return -1;
     exch_get_upstream(x);
     return 0;
-}
-
-/* After the head went upstream: the buffered body follows, moved without a copy. 0 or -1. */
-int exch_cred_body_out(struct exchange *x)
-{
-    if (!x->sig_buffered || x->sig_body == NULL)
-        return 0;
-    x->req_done = true;
-    if (x->h2s != NULL)
-        return h2up_body_take(x->h2s, x->sig_body) < 0 ? -1 : h2up_body_end(x->h2s);
-    x->up.nocopy = true;
-    return evbuffer_add_buffer(x->up.stage, x->sig_body);
 }
 
 /* ---- OAuth 2.0 access tokens ----------------------------------------------------------- */
@@ -407,23 +385,23 @@ static int token_try(struct exchange *x, struct http_head *h)
     const char *v;
     size_t n;
 
-    switch (oauth_acquire(x->osrc, &t)) {
+    switch (oauth_acquire(x->cred.osrc, &t)) {
     case OAUTH_FAILED:
-        token_failed(x, oauth_src_name(x->osrc), VG_R_OAUTH_FAILED);
+        token_failed(x, oauth_src_name(x->cred.osrc), VG_R_OAUTH_FAILED);
         return -1;
     case OAUTH_WAIT:
         return 1;
     case OAUTH_READY:
         break;
     }
-    x->otok = t;
+    x->cred.otok = t;
     v = oauth_tok_value(t, &n);
-    if ((x->itok = inject_token_apply(h, x->policy, x->rule, v, n)) == NULL) {
+    if ((x->cred.itok = inject_token_apply(h, x->policy, x->rule, v, n)) == NULL) {
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "credential injection failed", VG_R_INJECT);
         return -1;
     }
-    x->nforms = inject_token_forms(x->itok, x->forms);
-    x->forms_dynamic = true; /* the next token is another secret */
+    x->cred.nforms = inject_token_forms(x->cred.itok, x->cred.forms);
+    x->cred.forms_dynamic = true; /* the next token is another secret */
     if (cred_history(x) < 0 || exch_mask_setup(x, h, false) < 0) {
         exch_fail(x, 500, VG_PS_INTERNAL_ERROR, "out of memory", VG_R_OOM);
         return -1;
@@ -437,15 +415,15 @@ static int oauth_apply(struct exchange *x, struct http_head *h, int src, const c
 {
     int rc;
 
-    if ((x->osrc = policy_oauth_slot(x->policy, (size_t)src)) == NULL) {
+    if ((x->cred.osrc = policy_oauth_slot(x->policy, (size_t)src)) == NULL) {
         token_failed(x, name, VG_R_OAUTH_FAILED); /* no token manager in this process */
         return -1;
     }
     if ((rc = token_try(x, h)) != 1)
         return rc;
-    x->state = EXCH_S_TOKEN;
+    exch_set_req(x, EXCH_REQ_TOKEN);
     park_link(x, &x->w->parked);
-    exch_arm(x, EXCH_T_TOKEN(x));
+    exch_arm(x, EXCH_T_TOKEN(x), cred_token_timeout);
     return 1;
 }
 
@@ -473,11 +451,11 @@ void exchange_oauth_wake(struct worker *w)
     }
 }
 
-/* The bounded wait for a token ran out. */
-void exch_cred_token_timeout(struct exchange *x)
+/* The bounded wait for a token ran out (the exchange's timer). */
+static void cred_token_timeout(struct exchange *x)
 {
     park_unlink(x);
-    token_failed(x, oauth_src_name(x->osrc), VG_R_OAUTH_WAIT);
+    token_failed(x, oauth_src_name(x->cred.osrc), VG_R_OAUTH_WAIT);
 }
 
 /* The exchange is leaving its transport: it waits for nothing any more. */

@@ -1,7 +1,9 @@
 /*
- * exchange_int.h - what exchange.c (the request: checks, decision, rewrite, upstream, request
- * relay, accounting) and exchange_resp.c (the response relay and reflection masking) share.
- * Private to those two files.
+ * exchange_int.h - what the exchange's files share; private to them. They call one way:
+ * exchange.c (the transport's API, checks, decision, rewrite) -> exchange_cred.c (the
+ * credential) -> exchange_resp.c (the origin and the response) -> exchange_life.c (states,
+ * timer, log lines, answers, the end) -> exchange_filter.c (the response filter). What a lower
+ * file needs of the credential is read through the inline exch_cred_* below.
  */
 #ifndef VG_EXCHANGE_INT_H
 #define VG_EXCHANGE_INT_H
@@ -17,13 +19,13 @@
 #include "policy/sigv4.h"
 #include "proxy/bevio.h"
 #include "proxy/exchange.h"
+#include "proxy/exchange_filter.h"
 #include "proxy/metrics.h"
 #include "proxy/oauth.h"
+#include "proxy/origin.h"
 #include "proxy/upstream.h"
 
 struct mask_decoder;
-struct h2up_stream;
-struct h2up;
 struct grpcmask;
 
 /* Timeouts of SPEC §4 the exchange keeps, in seconds (the operator's, --timeout). */
@@ -37,79 +39,33 @@ struct grpcmask;
 #define EXCH_HTTPS_PORT 443
 #define EXCH_HTTP_PORT  80
 
-enum exch_state {
-    EXCH_S_HEAD = 0,   /* waiting for the request head */
-    EXCH_S_TOKEN,      /* oauth2: waiting for the token manager (parked on the worker) */
-    EXCH_S_BODY,       /* SigV4: the body is buffered and hashed before the request is signed */
-    EXCH_S_UP_CONNECT, /* head accepted; waiting for upstream_get */
-    EXCH_S_RELAY,      /* request and response streaming */
-    EXCH_S_ENDED,      /* finished was reported; nothing more happens */
+/* The request's progress; exch_set_req() is the one setter (it logs at debug). */
+enum exch_req {
+    EXCH_REQ_HEAD = 0, /* waiting for the request head, then checking and deciding it */
+    EXCH_REQ_TOKEN,    /* oauth2: waiting for the token manager (parked on the worker) */
+    EXCH_REQ_SIGN,     /* SigV4: the body is buffered and hashed before the request is signed */
+    EXCH_REQ_CONNECT,  /* head accepted; waiting for the origin */
+    EXCH_REQ_BODY,     /* the head went upstream; the body follows */
+    EXCH_REQ_SENT,     /* the whole request went upstream */
+    EXCH_REQ_ENDED,    /* finished was reported; nothing more happens */
 };
 
-struct exchange {
-    struct exch_conn *cc; /* NULL once freed by the transport (the memory may wait) */
-    const struct exchange_ops *ops;
-    void *t;
-    struct worker *w;
-    enum exch_state state;
-    struct http1_msg *req;     /* the transport's, valid until exchange_free */
-    char host[HOSTNAME_BUFSZ]; /* this request's host */
-    int target_port;           /* absolute-form on the proxy listener, or CONNECT: the port named */
-    bool connect_tunnel;       /* CONNECT to a host that is not ours to intercept */
-    enum metrics_decision mdec;
-    int rule;              /* injected rule, or -1 */
-    struct policy *policy; /* the snapshot this request was decided on (own reference) */
-    uint64_t policy_gen;
-    int status;
-    struct timespec t_start;
-    int64_t bytes_in, bytes_out;
-    struct event *timer; /* upstream connect and response head */
+/* The response's progress; exch_set_resp() is the one setter (it logs at debug). */
+enum exch_resp {
+    EXCH_RESP_NONE = 0,  /* no final head went to the transport yet (1xx may have) */
+    EXCH_RESP_BODY,      /* a final head went to the transport; the body streams */
+    EXCH_RESP_SWITCHING, /* a 101 went to the transport; its end completes the switch */
+    EXCH_RESP_DRAIN,     /* the body ended upstream; its decoded rest waits for the client */
+    EXCH_RESP_DONE,      /* complete (an answer of vaultgate's own included) */
+    EXCH_RESP_SWITCHED,  /* the 101 is complete: the upstream goes to the transport */
+};
 
-    /* upstream */
-    struct upstream_req *upreq;
-    struct bevio up;
-    struct http1_parser *parser; /* response parser (from the connection's cache) */
-    struct http1_msg *resp;
-    struct http_head *trailers; /* the response's, when it had any (the parser's) */
-    int up_tls;                 /* UPSTREAM_PLAIN, UPSTREAM_TLS or UPSTREAM_TLS_H2 */
-    struct h2up_stream *h2s;    /* the request's stream on an HTTP/2 upstream, or NULL */
-    struct h2up *h2dial;        /* the dial this request announced for others to wait on */
-    bool grpc; /* the request says application/grpc...: HTTP/2 upstreams only (never decides
-                * how the response is read: resp_is_grpc) */
-    int up_port;
-    bool route_tunnel;
-    bool reported;       /* a policy block forwarded by a report-only vault (SPEC §12) */
-    uint64_t resp_bytes; /* bytes read from the upstream for this request */
-
-    /* flags of this request (sub-states are the state above) */
-    bool ws;          /* asks for a WebSocket upgrade */
-    bool ws_switch;   /* the upstream answered 101 */
-    bool ws_bad_ext;  /* a credentialed 101 named an extension */
-    bool retried;     /* sent again after a pooled connection died */
-    bool req_done;    /* whole request body sent upstream */
-    bool body_paused; /* the transport holds the body until ops->more */
-    bool up_paused;   /* the upstream is not read: the client side is full */
-    bool resp_started;
-    bool resp_done;
-    bool upgrade_taken; /* the upstream went to the transport */
-
-    /* reflection masking (SPEC §4) of a response to a request that carried a secret */
-    bool masking;
-    bool mask_clean; /* the masker finished its stream: it may serve the next request */
-    struct mask *mask;
-    struct mask_decoder *dec;
-    struct evbuffer *scratch; /* bytes on their way to the transport */
-    struct evbuffer *zpend;   /* compressed body bytes waiting for the client to drain */
-    struct evbuffer *plain;   /* decoded bytes on their way to the masker */
-    bool zmore;               /* the decoder stopped at its output budget */
-    bool zdone;               /* the body ended upstream; its decoded rest is still pending */
-    struct wsmask *wsm;       /* a credentialed WebSocket after 101 */
-    struct grpcmask *gm;      /* a credentialed gRPC response: masked message by message */
-    int resp_err_status;      /* set by a response callback that aborts the parse */
-    const char *resp_err_type;
-    const char *resp_err_details;
-
-    /* the credential of this request (exchange_cred.c) */
+/*
+ * The credential of one request: what was injected, the forms the masker looks for, a SigV4
+ * body being buffered, an OAuth 2.0 token. Only exchange_cred.c reads or writes it; the rest
+ * of the exchange asks through exch_cred_*().
+ */
+struct exch_cred {
     struct inject_form forms[INJECT_MAX_FORMS]; /* what the masker looks for */
     size_t nforms;
     struct inject_form *hforms; /* forms plus those of the secret's earlier values, or NULL */
@@ -127,59 +83,158 @@ struct exchange {
     struct oauth_src *osrc; /* oauth2: the source (the snapshot's, alive with x->policy) */
     struct oauth_tok *otok; /* ... the token injected (a reference) */
     struct inject_token *itok; /* ... its wire forms */
-    struct exchange *park_prev, *park_next;
-    void **park_list; /* the list x is parked on, or NULL */
+};
+
+struct exchange {
+    struct exch_conn *cc; /* NULL once freed by the transport (the memory may wait) */
+    const struct exchange_ops *ops;
+    void *t;
+    struct worker *w;
+    enum exch_req req_state;
+    enum exch_resp resp_state;
+    struct http1_msg *req;     /* the transport's, valid until exchange_free */
+    char host[HOSTNAME_BUFSZ]; /* this request's host */
+    int target_port;           /* absolute-form on the proxy listener, or CONNECT: the port named */
+    bool connect_tunnel;       /* CONNECT to a host that is not ours to intercept */
+    enum metrics_decision mdec;
+    int rule;              /* injected rule, or -1 */
+    struct policy *policy; /* the snapshot this request was decided on (own reference) */
+    uint64_t policy_gen;
+    int status;
+    struct timespec t_start;
+    int64_t bytes_in, bytes_out;
+    struct event *timer;                 /* upstream connect and response head, or a token */
+    void (*expired)(struct exchange *x); /* the timer's handler; NULL: the upstream's */
+
+    /* upstream */
+    struct origin *o; /* this request's upstream, whatever its protocol (origin.h) */
+    int up_tls;       /* UPSTREAM_PLAIN, UPSTREAM_TLS or UPSTREAM_TLS_H2 */
+    bool grpc;        /* the request says application/grpc...: HTTP/2 upstreams only (never decides
+                       * how the response is read: resp_is_grpc) */
+    int up_port;
+    bool route_tunnel;
+    bool reported;              /* a policy block forwarded by a report-only vault (SPEC §12) */
+    struct http_head *trailers; /* the response's, when it had any (the parser's) */
+
+    /* facts of this request (its progress is the two states above) */
+    bool ws;         /* asks for a WebSocket upgrade */
+    bool ws_bad_ext; /* a credentialed 101 named an extension */
+    bool retried;    /* sent again after a pooled connection died */
+
+    struct exch_filter rf; /* reflection masking (SPEC §4) of the response (exchange_filter.c) */
+    int resp_err_status;   /* set by a response callback that aborts the parse */
+    const char *resp_err_type;
+    const char *resp_err_details;
+
+    struct exch_cred cred; /* the credential of this request (exchange_cred.c's alone) */
+    struct exchange *park_prev, *park_next; /* waiting for a token (exchange_cred.c) */
+    void **park_list;                       /* the list x is parked on, or NULL */
 
     struct defer defer; /* exchange callbacks on the stack; freed at depth 0 after exchange_free */
 };
 
-/* exchange.c */
+/* exchange_life.c */
+void exch_set_req(struct exchange *x, enum exch_req s);
+void exch_set_resp(struct exchange *x, enum exch_resp s);
+/* Head and body are on their way to the upstream or there. */
+static inline bool exch_relaying(const struct exchange *x)
+{
+    return x->req_state == EXCH_REQ_BODY || x->req_state == EXCH_REQ_SENT;
+}
 void exch_enter(struct exchange *x);
 void exch_leave(struct exchange *x);
 double exch_elapsed(const struct timespec *t0);
 void exch_log(const struct exchange *x, enum log_level lvl, const char *event, const char *reason,
               const char *detail);
 void exch_log_request(struct exchange *x, const char *route, const char *reason);
-void exch_arm(struct exchange *x, int seconds);
+/* Arms the one timer: expired (NULL: answer 504, the upstream timed out) runs when it fires. */
+void exch_arm(struct exchange *x, int seconds, void (*expired)(struct exchange *x));
 void exch_record_refusal(struct exchange *x);
 void exch_fail(struct exchange *x, int status, const char *type, const char *details,
                const char *reason);
 void exch_finish(struct exchange *x, enum exch_end how);
 void exch_drop_upstream(struct exchange *x, bool abort);
-void exch_get_upstream(struct exchange *x);
-void exch_dial(struct exchange *x);
-/* The worker's masker for rule's forms of snapshot gen, now the caller's; NULL when it has none. */
-/* The forms this request's masker looks for: the credential's, and those of every value its
- * secret held earlier in the run (SPEC §4). */
-static inline const struct inject_form *exch_forms(const struct exchange *x, size_t *n)
-{
-    *n = x->hforms != NULL ? x->nhforms : x->nforms;
-    return x->hforms != NULL ? x->hforms : x->forms;
-}
+/* Frees the memory of x (what the connection lent was given back by exchange_free). */
+void exch_destroy(struct exchange *x);
 
+/*
+ * A masker is built for one rule's forms of one snapshot. It is no connection's: an idle
+ * connection would hold ~2 KiB for it. The worker keeps up to VG_WORKER_MASKS of them for the
+ * next credentialed requests of any connection (LIFO, so the most recently used stay warm);
+ * one of an older snapshot is freed (wiped) as soon as it is seen, and all of them when the
+ * worker takes a new snapshot.
+ */
+struct exch_masks {
+    size_t n;
+    struct {
+        struct mask *m;
+        int rule;
+        uint64_t gen;
+    } e[VG_WORKER_MASKS];
+};
+
+/* Frees entry i of the cache (wiped), the last one taking its place. */
+void exch_masks_drop(struct exch_masks *c, size_t i);
+/* The worker's masker for rule's forms of snapshot gen, now the caller's; NULL when it has none. */
 struct mask *exch_mask_take(struct worker *w, int rule, uint64_t gen);
 /* Gives *mp (a masker that finished its stream) to the worker's cache, or frees it; NULLs *mp. */
 void exch_mask_give(struct worker *w, struct mask **mp, int rule, uint64_t gen);
-const char *exch_tls_reason(unsigned long e);
 
 /* exchange_cred.c */
 int exch_cred_apply(struct exchange *x, struct http_head *h);
 int exch_cred_body(struct exchange *x, const char *data, size_t len);
 int exch_cred_body_end(struct exchange *x);
-int exch_cred_body_out(struct exchange *x);
-enum http1_body exch_req_body(const struct exchange *x, uint64_t *len);
 void exch_cred_free(struct exchange *x);
-void exch_cred_token_timeout(struct exchange *x);
 void exch_cred_detach(struct exchange *x);
 
+/* The credential as the lower files read it. */
+/* How the request body goes upstream: as the client framed it, or buffered (SigV4) with its
+ * length. */
+static inline enum http1_body exch_req_body(const struct exchange *x, uint64_t *len)
+{
+    const struct http1_msg *req = x->req;
+
+    if (x->cred.sig_buffered) {
+        *len = x->cred.sig_len;
+        return x->cred.sig_len > 0 ? HTTP1_BODY_LENGTH : HTTP1_BODY_NONE;
+    }
+    *len = req->content_length;
+    if (req->body == HTTP1_BODY_LENGTH && req->content_length == 0)
+        return HTTP1_BODY_NONE;
+    return req->body;
+}
+
+/* A buffered (SigV4) body that goes upstream after the head, or NULL. */
+static inline struct evbuffer *exch_cred_buffered(const struct exchange *x)
+{
+    return x->cred.sig_buffered ? x->cred.sig_body : NULL;
+}
+
+/* The forms this request's masker looks for: the credential's, and those of every value its
+ * secret held earlier in the run (SPEC §4). */
+static inline const struct inject_form *exch_cred_forms(const struct exchange *x, size_t *n)
+{
+    *n = x->cred.hforms != NULL ? x->cred.nhforms : x->cred.nforms;
+    return x->cred.hforms != NULL ? x->cred.hforms : x->cred.forms;
+}
+
+/* The forms are this request's alone (a signature, a token, earlier values): its masker is
+ * not kept for others. */
+static inline bool exch_cred_dynamic(const struct exchange *x)
+{
+    return x->cred.forms_dynamic;
+}
+
+/* The upstream answered 401: an injected token is reported rejected (SPEC §3). */
+static inline void exch_cred_rejected(struct exchange *x)
+{
+    if (x->cred.otok != NULL)
+        oauth_reject(x->cred.osrc, x->cred.otok); /* a new token for later requests */
+}
+
 /* exchange_resp.c */
-void exch_h2_started(struct exchange *x);
-struct h2up_stream *exch_h2_open(struct exchange *x, int *how);
-void exch_upstream_failed(struct exchange *x, enum upstream_err err);
+extern const struct origin_cbs exch_origin_cbs;
 int exch_mask_setup(struct exchange *x, struct http_head *h, bool keep_ranges);
-void exch_drop_mask(struct exchange *x);
-void exch_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, bool route_tunnel);
-void exch_up_input(struct exchange *x);
-bool exch_retryable(const struct exchange *x);
+void exch_get_upstream(struct exchange *x);
 
 #endif

@@ -5,6 +5,9 @@
  * test's own event base (plain HTTP on :80, TLS on :443 with a leaf of the product's own CA
  * module); the worker around the exchange is built by hand, without threads.
  *
+ * The second case set puts a fake origin (proxy/origin.h) behind the exchange instead: no
+ * socket at all, the test says when the upstream is there, what it answers and how it fails.
+ *
  * The secret is a canary; failure messages never print it.
  */
 #include <check.h>
@@ -29,6 +32,7 @@
 #include "http/http1.h"
 #include "proxy/listen.h"
 #include "proxy/metrics.h"
+#include "proxy/origin.h"
 #include "proxy/upstream.h"
 #include "proxy/worker.h"
 
@@ -578,6 +582,377 @@ START_TEST(test_free_inside_callback)
 }
 END_TEST
 
+/* ---- a fake origin: the interface without a socket -------------------------------------- */
+
+struct forigin {
+    struct origin o;
+};
+
+/* What the fake origins saw (they are freed by the exchange). */
+static struct {
+    int gets, starts, releases, cancels, resumes, holds;
+    bool release_req_done, body_ended;
+    struct forigin *last;    /* the live one, NULL once released or cancelled */
+    struct evbuffer *sent;   /* heads and bodies as submitted, every origin */
+    struct http1_parser *rp; /* the response parser of the request under test */
+} fo;
+
+static struct forigin *fo_of(struct origin *o)
+{
+    return (struct forigin *)o;
+}
+
+static int fo_request(struct origin *o, const struct http_head *h, enum http1_body body,
+                      uint64_t len, bool sensitive)
+{
+    (void)o, (void)sensitive;
+    return http1_write_request_head(fo.sent, h, body, len);
+}
+
+static int fo_body(struct origin *o, const char *p, size_t n)
+{
+    (void)o;
+    return evbuffer_add(fo.sent, p, n);
+}
+
+static int fo_body_take(struct origin *o, struct evbuffer *buf)
+{
+    (void)o;
+    return evbuffer_add_buffer(fo.sent, buf);
+}
+
+static int fo_body_end(struct origin *o)
+{
+    (void)o;
+    fo.body_ended = true;
+    return 0;
+}
+
+static void fo_flush(struct origin *o)
+{
+    (void)o;
+}
+
+static void fo_resume(struct origin *o)
+{
+    (void)o;
+    fo.resumes++;
+}
+
+static void fo_hold(struct origin *o)
+{
+    (void)o;
+    fo.holds++;
+}
+
+static void fo_gone(struct origin *o)
+{
+    if (fo.last == fo_of(o))
+        fo.last = NULL;
+    free(o);
+}
+
+static struct bufferevent *fo_take(struct origin *o)
+{
+    fo_gone(o);
+    return NULL;
+}
+
+static void fo_release(struct origin *o, bool req_done)
+{
+    fo.releases++;
+    fo.release_req_done = req_done;
+    fo_gone(o);
+}
+
+static void fo_cancel(struct origin *o, bool abort)
+{
+    (void)abort;
+    fo.cancels++;
+    fo_gone(o);
+}
+
+static const struct origin_ops fo_ops = {fo_request, fo_body, fo_body_take, fo_body_end, fo_flush,
+                                         fo_resume,  fo_hold, fo_take,      fo_release,  fo_cancel};
+
+static struct origin *fo_get(struct worker *wk, const struct origin_want *want,
+                             const struct origin_cbs *cbs, void *arg)
+{
+    struct forigin *f = calloc(1, sizeof(*f));
+
+    (void)wk, (void)want;
+    ck_assert_ptr_nonnull(f);
+    f->o.ops = &fo_ops;
+    f->o.cbs = cbs;
+    f->o.arg = arg;
+    fo.gets++;
+    fo.last = f;
+    return &f->o;
+}
+
+static void fo_start(struct origin *o)
+{
+    (void)o;
+    fo.starts++; /* the test says when it is ready */
+}
+
+static const struct origin_source fo_source = {fo_get, fo_start};
+
+/* The live fake origin says it is connected (caps: what it carries). */
+static void fo_ready(unsigned caps)
+{
+    ck_assert_ptr_nonnull(fo.last);
+    fo.last->o.caps = caps;
+    fo.last->o.cbs->ready(fo.last->o.arg, ORIGIN_UP_OK, UPSTREAM_OK);
+}
+
+/* The live fake origin's upstream answers raw (parsed by the product's HTTP/1.1 parser), then
+ * the exchange's after runs, as an adapter calls them. */
+static void fo_answer(const char *raw)
+{
+    const struct origin_cbs *cbs = fo.last->o.cbs;
+    void *arg = fo.last->o.arg;
+
+    if (fo.rp == NULL)
+        fo.rp = http1_parser_new(HTTP1_RESPONSE, &cbs->resp, arg);
+    ck_assert_ptr_nonnull(fo.rp);
+    ck_assert_int_eq(http1_feed(fo.rp, raw, strlen(raw)), (ssize_t)strlen(raw));
+    cbs->after(arg); /* may free the origin */
+}
+
+static bool fo_sent(const char *want)
+{
+    size_t n = evbuffer_get_length(fo.sent);
+
+    return n == strlen(want) && memcmp(evbuffer_pullup(fo.sent, -1), want, n) == 0;
+}
+
+static void setup_fake(void)
+{
+    char err[256];
+
+    base = event_base_new();
+    ck_assert_ptr_nonnull(base);
+    ck_assert_int_eq(metrics_init(1), 0);
+    pthread_mutex_init(&sh.policy_lock, NULL);
+    sh.policy = policy_parse(vault_json, sizeof(vault_json) - 1, err, sizeof(err));
+    ck_assert_msg(sh.policy != NULL, "%s", err);
+    sh.mode = POLICY_MODE_DEFAULT;
+    w.base = base;
+    w.sh = &sh;
+    memset(&fo, 0, sizeof(fo));
+    fo.sent = evbuffer_new();
+}
+
+static void teardown_fake(void)
+{
+    exchange_worker_masks(&w, true);
+    policy_unref(&w.policy);
+    policy_unref(&sh.policy);
+    evbuffer_free(fo.sent);
+    http1_parser_free(&fo.rp);
+    event_base_free(base);
+    metrics_shutdown();
+    memset(&w, 0, sizeof(w));
+    memset(&sh, 0, sizeof(sh));
+    memset(&fo, 0, sizeof(fo));
+}
+
+/* A request of f's on the fake origins (the connection's host, or none). */
+static void fo_request_in(struct fake *f, struct http1_parser **pp, const struct listen_addr *la,
+                          const char *host, const char *raw)
+{
+    http1_parser_free(&fo.rp);
+    fake_init(f, la, host);
+    f->cc.origins = &fo_source;
+    f->x = exchange_new(&f->cc, &fake_ops, f, NULL);
+    exchange_request(f->x, parse(pp, raw));
+}
+
+/* A credentialed response: the head the origin got carries the secret, the body the transport
+ * gets is masked, and a clean end gives the origin back with the whole request sent. */
+START_TEST(test_origin_masked_body)
+{
+    struct fake f;
+    struct http1_parser *p;
+
+    fo_request_in(&f, &p, &la_https, "up.test",
+                  "GET /v1 HTTP/1.1\r\nHost: up.test\r\nAccept-Encoding: gzip\r\n\r\n");
+    ck_assert_int_eq(fo.gets, 1);
+    ck_assert_int_eq(fo.starts, 1);
+    ck_assert(!f.finished);
+    fo_ready(0);
+    ck_assert_msg(fo_sent("GET /v1 HTTP/1.1\r\nHost: up.test\r\nAuthorization: Bearer " SECRET
+                          "\r\nAccept-Encoding: identity\r\n\r\n"),
+                  "head differs (%zu bytes)", evbuffer_get_length(fo.sent));
+    ck_assert(exchange_sent(f.x));
+    fo_answer("HTTP/1.1 200 OK\r\nContent-Length: 30\r\n\r\nkey=" SECRET "!!!");
+    ck_assert(f.finished && f.how == EXCH_END_DONE);
+    ck_assert(out_is(&f, "200\nkey=***********************!!!"));
+    ck_assert(f.ended);
+    ck_assert_int_eq(fo.releases, 1);
+    ck_assert(fo.release_req_done);
+    ck_assert_int_eq(fo.cancels, 0);
+    ck_assert_ptr_null(fo.last);
+    fake_free(&f);
+    http1_parser_free(&p);
+}
+END_TEST
+
+/* Failures before any response head: the answers of SPEC §4, the origin given up. */
+START_TEST(test_origin_error_before_head)
+{
+    static const struct {
+        enum origin_up up;
+        enum upstream_err err;
+        enum origin_fail fail;
+        int status;
+    } cases[] = {
+        {ORIGIN_UP_FAILED, UPSTREAM_ERR_CONNECT, 0, 502},
+        {ORIGIN_UP_FAILED, UPSTREAM_ERR_PROHIBITED, 0, 403},
+        {ORIGIN_UP_FAILED, UPSTREAM_ERR_TIMEOUT, 0, 504},
+        {ORIGIN_UP_NO_DIAL, UPSTREAM_OK, 0, 502},
+        {ORIGIN_UP_NO_MEM, UPSTREAM_OK, 0, 500},
+        {ORIGIN_UP_OK, UPSTREAM_OK, ORIGIN_FAIL_EOF, 502},
+        {ORIGIN_UP_OK, UPSTREAM_OK, ORIGIN_FAIL_RESET, 502},
+        {ORIGIN_UP_OK, UPSTREAM_OK, ORIGIN_FAIL_IO, 502},
+        {ORIGIN_UP_OK, UPSTREAM_OK, ORIGIN_FAIL_TIMEOUT, 504},
+        {ORIGIN_UP_OK, UPSTREAM_OK, ORIGIN_FAIL_PROTOCOL, 502},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct fake f;
+        struct http1_parser *p;
+
+        fo.cancels = 0;
+        fo_request_in(&f, &p, &la_http, NULL, "GET / HTTP/1.1\r\nHost: open.test\r\n\r\n");
+        fo.last->o.cbs->ready(fo.last->o.arg, cases[i].up, cases[i].err);
+        if (cases[i].up == ORIGIN_UP_OK) {
+            ck_assert_msg(!f.finished, "case %zu: ended before the failure", i);
+            fo.last->o.cbs->failed(fo.last->o.arg, cases[i].fail, ORIGIN_RETRY_NO, "detail");
+        }
+        ck_assert_msg(f.finished && f.how == EXCH_END_CLOSE, "case %zu: not answered", i);
+        ck_assert_msg(f.error_status == cases[i].status, "case %zu: %d", i, f.error_status);
+        ck_assert_msg(fo.cancels == 1 && fo.last == NULL, "case %zu: origin kept", i);
+        fake_free(&f);
+        http1_parser_free(&p);
+    }
+}
+END_TEST
+
+/*
+ * A bodyless request whose upstream died before any answer goes once more on a new origin: a
+ * GET after a connection closed (RETRY_SAFE), any method after a refused stream (RETRY_ANY);
+ * a POST after a connection closed, and a second failure, are answered 502.
+ */
+START_TEST(test_origin_retry)
+{
+    struct fake f;
+    struct http1_parser *p;
+
+    fo_request_in(&f, &p, &la_http, NULL, "GET /r HTTP/1.1\r\nHost: open.test\r\n\r\n");
+    fo_ready(0);
+    fo.last->o.cbs->failed(fo.last->o.arg, ORIGIN_FAIL_EOF, ORIGIN_RETRY_SAFE, NULL);
+    ck_assert(!f.finished);
+    ck_assert_int_eq(fo.cancels, 1);
+    ck_assert_int_eq(fo.gets, 2);
+    ck_assert_ptr_nonnull(fo.last);
+    fo_ready(0);
+    fo_answer("HTTP/1.1 204 No Content\r\n\r\n");
+    ck_assert(f.finished && f.how == EXCH_END_DONE);
+    ck_assert(out_is(&f, "204\n"));
+    ck_assert(fo_sent("GET /r HTTP/1.1\r\nHost: open.test\r\n\r\n"
+                      "GET /r HTTP/1.1\r\nHost: open.test\r\n\r\n"));
+    fake_free(&f);
+    http1_parser_free(&p);
+
+    /* refused unprocessed: a DELETE goes again too, but only once */
+    fo.gets = fo.cancels = 0;
+    fo_request_in(&f, &p, &la_http, NULL, "DELETE /d HTTP/1.1\r\nHost: open.test\r\n\r\n");
+    fo_ready(0);
+    fo.last->o.cbs->failed(fo.last->o.arg, ORIGIN_FAIL_RESET, ORIGIN_RETRY_SAFE, NULL);
+    ck_assert(f.finished && f.error_status == 502); /* not a safe method */
+    fake_free(&f);
+    http1_parser_free(&p);
+    fo.gets = 0;
+    fo_request_in(&f, &p, &la_http, NULL, "DELETE /d HTTP/1.1\r\nHost: open.test\r\n\r\n");
+    fo_ready(0);
+    fo.last->o.cbs->failed(fo.last->o.arg, ORIGIN_FAIL_RESET, ORIGIN_RETRY_ANY, NULL);
+    ck_assert(!f.finished);
+    ck_assert_int_eq(fo.gets, 2);
+    fo_ready(0);
+    fo.last->o.cbs->failed(fo.last->o.arg, ORIGIN_FAIL_RESET, ORIGIN_RETRY_ANY, NULL);
+    ck_assert(f.finished && f.error_status == 502);
+    ck_assert_int_eq(fo.gets, 2);
+    fake_free(&f);
+    http1_parser_free(&p);
+
+    /* a request with a body is never sent twice */
+    fo.gets = 0;
+    fo_request_in(&f, &p, &la_http, NULL,
+                  "POST /p HTTP/1.1\r\nHost: open.test\r\nContent-Length: 2\r\n\r\n");
+    fo_ready(0);
+    ck_assert(f.more);
+    ck_assert_int_eq(exchange_body(f.x, "ok", 2), 0);
+    ck_assert_int_eq(exchange_body_end(f.x), 0);
+    ck_assert(fo.body_ended);
+    fo.last->o.cbs->failed(fo.last->o.arg, ORIGIN_FAIL_EOF, ORIGIN_RETRY_ANY, NULL);
+    ck_assert(f.finished && f.error_status == 502);
+    ck_assert_int_eq(fo.gets, 1);
+    fake_free(&f);
+    http1_parser_free(&p);
+}
+END_TEST
+
+/* A full client side holds the origin; exchange_drained resumes it. */
+START_TEST(test_origin_hold_resume)
+{
+    struct fake f;
+    struct http1_parser *p;
+    int resumes;
+
+    fo_request_in(&f, &p, &la_http, NULL, "GET / HTTP/1.1\r\nHost: open.test\r\n\r\n");
+    fo_ready(0);
+    ck_assert_int_eq(fo.holds, 0);
+    f.full = true;
+    resumes = fo.resumes;
+    fo_answer("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello");
+    ck_assert_int_eq(fo.holds, 1);
+    ck_assert_int_eq(fo.resumes, resumes);
+    ck_assert(f.drain_armed && !f.finished);
+    ck_assert(out_is(&f, "200\nhello"));
+    f.full = false;
+    exchange_drained(f.x);
+    ck_assert_int_eq(fo.resumes, resumes + 1);
+    fo_answer("world");
+    ck_assert(f.finished && f.how == EXCH_END_DONE);
+    ck_assert(out_is(&f, "200\nhelloworld"));
+    ck_assert_int_eq(fo.releases, 1);
+    fake_free(&f);
+    http1_parser_free(&p);
+}
+END_TEST
+
+/* gRPC over an origin that cannot carry it: a trailers-only UNAVAILABLE, the origin given back
+ * unused. */
+START_TEST(test_origin_grpc_needs_h2)
+{
+    struct fake f;
+    struct http1_parser *p;
+
+    fo_request_in(&f, &p, &la_https, "up.test",
+                  "POST /svc/M HTTP/1.1\r\nHost: up.test\r\nContent-Type: application/grpc\r\n"
+                  "Content-Length: 0\r\n\r\n");
+    fo_ready(0);
+    ck_assert(f.finished && f.how == EXCH_END_CLOSE);
+    ck_assert_int_eq(f.status, 200);
+    ck_assert_int_eq(fo.releases, 1);
+    ck_assert_uint_eq(evbuffer_get_length(fo.sent), 0);
+    fake_free(&f);
+    http1_parser_free(&p);
+}
+END_TEST
+
 Suite *suite_exchange(void);
 
 Suite *suite_exchange(void)
@@ -595,6 +970,14 @@ Suite *suite_exchange(void)
     tcase_add_test(tc, test_response_backpressure);
     tcase_add_test(tc, test_probe);
     tcase_add_test(tc, test_free_inside_callback);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("fake_origin");
+    tcase_add_checked_fixture(tc, setup_fake, teardown_fake);
+    tcase_add_test(tc, test_origin_masked_body);
+    tcase_add_test(tc, test_origin_error_before_head);
+    tcase_add_test(tc, test_origin_retry);
+    tcase_add_test(tc, test_origin_hold_resume);
+    tcase_add_test(tc, test_origin_grpc_needs_h2);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,254 @@
+/*
+ * exchange_life.c - what every part of an exchange calls (exchange.c, exchange_cred.c and
+ * exchange_resp.c call down to it; it calls none of them): the request's and the response's
+ * states and their setters, the callback bracket and the memory's end, the one timer, the log
+ * lines and refusal records, the exchange's own answers and its last report to the transport,
+ * and the worker's cache of maskers.
+ *
+ * Guarantees: every request ends in exactly one report to the transport (ops->finished); a state
+ * changes only through its setter, which logs the new state's name at debug, never a path or a
+ * secret; the memory goes only when no callback of the exchange is on the stack.
+ */
+#include "proxy/exchange_int.h"
+#include "audit/audit.h"
+#include "mask/mask.h"
+#include "policy/policy.h"
+#include "proxy/reason.h"
+#include "proxy/worker.h"
+
+#include <stdlib.h>
+
+#include <event2/event.h>
+
+/* ---- small helpers ---------------------------------------------------------------------- */
+
+double exch_elapsed(const struct timespec *t0)
+{
+    struct timespec now;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static const char *decision_name(enum metrics_decision d)
+{
+    static const char *const names[] = {"inject", "allow", "block", "error"};
+
+    return d < METRICS_D_COUNT ? names[d] : "error";
+}
+
+static void exch_fields(const struct exchange *x, struct log_fields *f)
+{
+    const struct exch_conn *cc = x->cc;
+
+    f->conn = cc->id;
+    f->client = cc->client_addr;
+    f->listener = cc->la->label;
+    f->host = x->host[0] != '\0' ? x->host : NULL;
+}
+
+void exch_log(const struct exchange *x, enum log_level lvl, const char *event, const char *reason,
+              const char *detail)
+{
+    struct log_fields f = LOG_FIELDS_INIT;
+
+    if (!log_enabled(lvl) || x->cc == NULL)
+        return;
+    exch_fields(x, &f);
+    f.reason = reason;
+    f.detail = detail;
+    log_event(lvl, event, &f);
+}
+
+void exch_log_request(struct exchange *x, const char *route, const char *reason)
+{
+    struct log_fields f = LOG_FIELDS_INIT;
+    struct policy_rule_info ri;
+
+    if (!log_enabled(LOG_INFO) || x->cc == NULL)
+        return;
+    exch_fields(x, &f);
+    f.route = route;
+    f.proto = x->cc->proto;
+    f.decision = decision_name(x->mdec);
+    if (x->rule >= 0 && x->policy != NULL) {
+        policy_rule_info(x->policy, (size_t)x->rule, &ri);
+        f.rule = x->rule;
+        f.secret = ri.secret_name;
+    }
+    f.status = x->status;
+    f.bytes_in = x->bytes_in;
+    f.bytes_out = x->bytes_out;
+    f.duration = exch_elapsed(&x->t_start);
+    f.reason = reason;
+    log_event(LOG_INFO, "request", &f);
+}
+
+static const char *const req_names[] = {"head", "token", "sign", "connect",
+                                        "body", "sent",  "ended"};
+static const char *const resp_names[] = {"none", "body", "switching", "drain", "done", "switched"};
+
+void exch_set_req(struct exchange *x, enum exch_req s)
+{
+    if (x->req_state == s)
+        return;
+    x->req_state = s;
+    exch_log(x, LOG_DEBUG, "request_state", req_names[s], NULL);
+}
+
+void exch_set_resp(struct exchange *x, enum exch_resp s)
+{
+    if (x->resp_state == s)
+        return;
+    x->resp_state = s;
+    exch_log(x, LOG_DEBUG, "response_state", resp_names[s], NULL);
+}
+
+void exch_enter(struct exchange *x)
+{
+    defer_enter(&x->defer);
+}
+
+void exch_leave(struct exchange *x)
+{
+    if (defer_leave(&x->defer))
+        exch_destroy(x);
+}
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct exchange *x = arg;
+
+    exch_enter(x);
+    if (x->expired != NULL) {
+        x->expired(x);
+        exch_leave(x);
+        return;
+    }
+    metrics_upstream_error(x->w->id, METRICS_UE_TIMEOUT);
+    exch_fail(x, 504, exch_relaying(x) ? VG_PS_RESPONSE_TIMEOUT : VG_PS_CONNECTION_TIMEOUT,
+              "upstream timed out", VG_R_UPSTREAM_TIMEOUT);
+    exch_leave(x);
+}
+
+void exch_arm(struct exchange *x, int seconds, void (*expired)(struct exchange *x))
+{
+    struct timeval tv = {seconds, 0};
+
+    x->expired = expired;
+    if (x->timer == NULL)
+        x->timer = evtimer_new(x->w->base, timer_cb, x);
+    if (x->timer != NULL)
+        evtimer_add(x->timer, &tv);
+}
+
+void exch_record_refusal(struct exchange *x)
+{
+    struct worker *w = x->w;
+
+    audit_blocked(w->sh->audit, w->id, x->host);
+    audit_route(w->sh->audit, w->id, x->host, AUDIT_ROUTE_REFUSED);
+    metrics_blocked(w->id);
+}
+
+/* ---- the end of an exchange ------------------------------------------------------------ */
+
+/* Reports how the exchange ended: its last word to the transport. */
+void exch_finish(struct exchange *x, enum exch_end how)
+{
+    if (x->req_state == EXCH_REQ_ENDED || defer_freed(&x->defer))
+        return;
+    exch_set_req(x, EXCH_REQ_ENDED);
+    if (x->timer != NULL)
+        evtimer_del(x->timer);
+    x->ops->finished(x->t, how);
+}
+
+/* Frees the upstream side. abort: the peer must not take what it got as a complete message. */
+void exch_drop_upstream(struct exchange *x, bool abort)
+{
+    origin_cancel(&x->o, abort);
+}
+
+/*
+ * Answers the request with a response of vaultgate's own (SPEC §4) and ends the exchange: the
+ * connection closes after it. Nothing more is forwarded in either direction. When a response
+ * is already on its way, cutting the connection is all that is left.
+ */
+void exch_fail(struct exchange *x, int status, const char *type, const char *details,
+               const char *reason)
+{
+    if (x->req_state == EXCH_REQ_ENDED || defer_freed(&x->defer))
+        return;
+    exch_drop_upstream(x, true);
+    if (x->resp_state != EXCH_RESP_NONE) {
+        exch_log_request(x, NULL, reason);
+        exch_finish(x, EXCH_END_ABORT);
+        return;
+    }
+    x->status = status;
+    exch_set_resp(x, EXCH_RESP_DONE);
+    if (x->ops->error(x->t, status, type, details, x->host[0] != '\0' ? x->host : NULL) < 0) {
+        exch_finish(x, EXCH_END_ABORT);
+        return;
+    }
+    metrics_request(x->w->id, x->mdec, status, exch_elapsed(&x->t_start));
+    exch_log_request(x, x->mdec == METRICS_D_BLOCK ? "refused" : NULL, reason);
+    exch_finish(x, EXCH_END_CLOSE);
+}
+
+/* Frees the memory of x (everything the connection lent was given back by exchange_free). */
+void exch_destroy(struct exchange *x)
+{
+    exch_filter_free(&x->rf);
+    policy_unref(&x->policy);
+    if (x->timer != NULL)
+        event_free(x->timer);
+    free(x);
+}
+
+/* ---- the worker's maskers ---------------------------------------------------------------- */
+
+/* Frees entry i (wiped), the last one taking its place. */
+void exch_masks_drop(struct exch_masks *c, size_t i)
+{
+    mask_free(&c->e[i].m);
+    c->e[i] = c->e[--c->n];
+}
+
+struct mask *exch_mask_take(struct worker *w, int rule, uint64_t gen)
+{
+    struct exch_masks *c = w->masks;
+    struct mask *m;
+
+    if (c == NULL)
+        return NULL;
+    for (size_t i = c->n; i-- > 0;) {
+        if (c->e[i].gen != w->policy_gen) {
+            exch_masks_drop(c, i);
+            continue;
+        }
+        if (c->e[i].rule != rule || c->e[i].gen != gen)
+            continue;
+        m = c->e[i].m;
+        c->e[i] = c->e[--c->n];
+        return m;
+    }
+    return NULL;
+}
+
+void exch_mask_give(struct worker *w, struct mask **mp, int rule, uint64_t gen)
+{
+    struct exch_masks *c = w->masks;
+
+    if (gen != w->policy_gen || (c == NULL && (c = w->masks = calloc(1, sizeof(*c))) == NULL) ||
+        c->n == VG_WORKER_MASKS) {
+        mask_free(mp);
+        return;
+    }
+    c->e[c->n].m = *mp;
+    c->e[c->n].rule = rule;
+    c->e[c->n].gen = gen;
+    c->n++;
+    *mp = NULL;
+}

@@ -1,0 +1,370 @@
+/*
+ * origin_h1.c - the HTTP/1.1 adapter of origin.h: one request on a connection of its own
+ * (upstream.c's, pooled or dialled), the head serialised anew, the body re-framed, the response
+ * parsed by http/http1.c and handed to the exchange's callbacks; the connection goes back to the
+ * pool after a clean, complete exchange, and is cut with an RST when a request was left half
+ * sent.
+ *
+ * Guarantees: a response is parsed only from the connection of the request it answers; the
+ * connection returns to the pool only with nothing buffered either way and a response that
+ * allows keep-alive; a head with a secret is staged in a wiped block and never pulled up.
+ */
+#include "proxy/origin_int.h"
+#include "common/caps.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+static struct origin_conn *oh1(struct origin *o)
+{
+    return (struct origin_conn *)o;
+}
+
+/*
+ * Acknowledges upstream data at once instead of after the delayed-ACK timer (40 ms). An
+ * upstream with Nagle on holds a small write (the first server-sent event after the head, the
+ * head after TLS 1.3 session tickets) until its previous segment is acknowledged; a receiver
+ * that has nothing to send back would otherwise delay that ACK. Linux forgets the setting as
+ * soon as it sees request/response traffic again, so it is set after each request is sent
+ * and after each read of a response still streaming.
+ */
+static void oh1_quickack(struct bufferevent *bev)
+{
+    evutil_socket_t fd = bufferevent_getfd(bev);
+    int one = 1;
+
+    if (fd >= 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+}
+
+/* ---- the response parser's callbacks: the exchange's, and what the adapter learns ---------- */
+
+static int oh1_on_head(void *arg, struct http1_msg *msg)
+{
+    struct origin_conn *c = arg;
+    int rc = c->o.cbs->resp.on_head(c->o.arg, msg);
+
+    c->resp = msg;
+    if (rc != 0 || defer_freed(&c->defer) || (msg->head.status < 200 && msg->head.status != 101))
+        return rc;
+    c->answered = true;
+    if (msg->head.status >= 200) {
+        /* the head arrived: from now on only body idleness counts */
+        struct timeval idle = {c->body_idle, 0};
+
+        bufferevent_set_timeouts(c->io.bev, &idle, &idle);
+    }
+    return 0;
+}
+
+static int oh1_on_body(void *arg, const char *data, size_t len)
+{
+    struct origin_conn *c = arg;
+
+    return c->o.cbs->resp.on_body(c->o.arg, data, len);
+}
+
+static int oh1_on_trailers(void *arg, struct http_head *t)
+{
+    struct origin_conn *c = arg;
+
+    return c->o.cbs->resp.on_trailers(c->o.arg, t);
+}
+
+static int oh1_on_done(void *arg)
+{
+    struct origin_conn *c = arg;
+    int rc = c->o.cbs->resp.on_done(c->o.arg);
+
+    c->done = rc >= 0;
+    return rc;
+}
+
+static const struct http1_callbacks oh1_callbacks = {oh1_on_head, oh1_on_body, oh1_on_done,
+                                                     oh1_on_trailers};
+
+/* ---- reading the response ---------------------------------------------------------------- */
+
+/*
+ * Feeds what the connection holds to the parser, once even with nothing held (a parser paused
+ * at the end of a body gets its on_done so), until the input runs out, the parser pauses or
+ * the response ended. 0, or -1 when c is gone or failed.
+ */
+static int oh1_feed(struct origin_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->io.bev);
+    bool first = true;
+
+    while (!c->done) {
+        struct evbuffer_iovec v = {(void *)"", 0};
+        ssize_t r;
+
+        if ((evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0) && !first)
+            break;
+        first = false;
+        r = http1_feed(c->parser, v.iov_base, v.iov_len);
+        if (defer_freed(&c->defer))
+            return -1;
+        if (r < 0) {
+            c->o.cbs->failed(c->o.arg, ORIGIN_FAIL_PROTOCOL, ORIGIN_RETRY_NO, NULL);
+            return -1;
+        }
+        evbuffer_drain(in, (size_t)r);
+        c->resp_bytes += (uint64_t)r;
+        if ((size_t)r < v.iov_len || v.iov_len == 0)
+            break;
+    }
+    return 0;
+}
+
+/* Turns of feeding, each followed by the exchange's after, while the exchange resumes inside
+ * it; then reading follows what the exchange said last. */
+static void oh1_input(struct origin_conn *c)
+{
+    bevio_pull(c->io.bev);
+    do {
+        c->rd = ORIGIN_H1_FEEDING;
+        if (oh1_feed(c) < 0)
+            return;
+        c->o.cbs->after(c->o.arg);
+        if (defer_freed(&c->defer))
+            return;
+    } while (c->rd == ORIGIN_H1_AGAIN && evbuffer_get_length(bufferevent_get_input(c->io.bev)) > 0);
+    if (c->rd == ORIGIN_H1_HELD) {
+        bufferevent_disable(c->io.bev, EV_READ);
+        return;
+    }
+    c->rd = ORIGIN_H1_READING;
+    bufferevent_enable(c->io.bev, EV_READ);
+}
+
+static void oh1_read_cb(struct bufferevent *bev, void *arg)
+{
+    struct origin_conn *c = arg;
+
+    if (c->rd == ORIGIN_H1_HELD)
+        return; /* the exchange resumes when the client side drained */
+    origin_enter(c);
+    oh1_input(c);
+    if (!defer_freed(&c->defer) && c->answered && !c->done) {
+        /* a response is streaming (one read whole costs nothing): no buffers held between its
+         * reads, however long it lasts (the pool takes the mode off again) */
+        oh1_quickack(bev);
+        bevio_release_always(bev);
+    }
+    origin_leave(c);
+}
+
+static void oh1_write_cb(struct bufferevent *bev, void *arg)
+{
+    struct origin_conn *c = arg;
+
+    origin_enter(c);
+    if (c->body_paused && evbuffer_get_length(bufferevent_get_output(bev)) <= VG_CONN_OUT_CAP / 2) {
+        c->body_paused = false;
+        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+        c->o.cbs->more(c->o.arg);
+    }
+    origin_leave(c);
+}
+
+/* The upstream closed: the end of a close-delimited body, or a cut response. */
+static void oh1_eof(struct origin_conn *c)
+{
+    enum origin_retry retry = c->resp_bytes == 0 ? ORIGIN_RETRY_SAFE : ORIGIN_RETRY_NO;
+
+    if (c->rd != ORIGIN_H1_HELD) {
+        oh1_input(c);
+        if (defer_freed(&c->defer))
+            return;
+    }
+    if (c->done)
+        return; /* the body is complete; its decoded rest waits for the client */
+    if (http1_in_message(c->parser) && c->answered && http1_feed_eof(c->parser) == 0 && c->done) {
+        c->o.cbs->after(c->o.arg);
+        return;
+    }
+    if (!defer_freed(&c->defer))
+        c->o.cbs->failed(c->o.arg, ORIGIN_FAIL_EOF, retry, NULL);
+}
+
+static void oh1_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    struct origin_conn *c = arg;
+    char detail[256];
+
+    origin_enter(c);
+    if (what & BEV_EVENT_EOF) {
+        oh1_eof(c);
+    } else if (what & BEV_EVENT_TIMEOUT) {
+        c->o.cbs->failed(c->o.arg, ORIGIN_FAIL_TIMEOUT, ORIGIN_RETRY_NO, NULL);
+    } else if (what & BEV_EVENT_ERROR) {
+        unsigned long e = bufferevent_get_openssl_error(bev);
+        const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
+
+        snprintf(detail, sizeof(detail), "%s",
+                 e != 0 ? (r != NULL ? r : "TLS error") : strerror(EVUTIL_SOCKET_ERROR()));
+        c->o.cbs->failed(c->o.arg, ORIGIN_FAIL_IO,
+                         c->resp_bytes == 0 ? ORIGIN_RETRY_SAFE : ORIGIN_RETRY_NO, detail);
+    }
+    origin_leave(c);
+}
+
+/* ---- the interface ------------------------------------------------------------------------ */
+
+/* Serialises the rewritten head (a head with a secret in a wiped block). */
+static int oh1_request(struct origin *o, const struct http_head *h, enum http1_body body,
+                       uint64_t len, bool sensitive)
+{
+    struct origin_conn *c = oh1(o);
+
+    http1_parser_set_request_method(c->parser, h->method);
+    c->req_body = body;
+    c->head_sent = true;
+    c->io.nocopy = sensitive;
+    return (sensitive ? http1_write_request_head_wiped : http1_write_request_head)(c->io.stage, h,
+                                                                                   body, len);
+}
+
+static int oh1_body(struct origin *o, const char *p, size_t n)
+{
+    struct origin_conn *c = oh1(o);
+    int rc = c->req_body == HTTP1_BODY_CHUNKED ? http1_write_chunk(c->io.stage, p, n)
+                                               : evbuffer_add(c->io.stage, p, n);
+
+    if (rc < 0)
+        return -1;
+    if (bevio_pending(&c->io) < VG_CONN_OUT_CAP)
+        return 0;
+    /* the upstream takes no more for now: the exchange waits for cbs->more */
+    bevio_push(&c->io);
+    c->body_paused = true;
+    bufferevent_setwatermark(c->io.bev, EV_WRITE, VG_CONN_OUT_CAP / 2, 0);
+    return 1;
+}
+
+static int oh1_body_take(struct origin *o, struct evbuffer *buf)
+{
+    struct origin_conn *c = oh1(o);
+
+    c->io.nocopy = true;
+    return evbuffer_add_buffer(c->io.stage, buf);
+}
+
+static int oh1_body_end(struct origin *o)
+{
+    struct origin_conn *c = oh1(o);
+
+    if (c->req_body == HTTP1_BODY_CHUNKED && http1_write_last_chunk(c->io.stage) < 0)
+        return -1;
+    bevio_push(&c->io);
+    return 0;
+}
+
+static void oh1_flush(struct origin *o)
+{
+    bevio_push(&oh1(o)->io);
+}
+
+static void oh1_resume(struct origin *o)
+{
+    struct origin_conn *c = oh1(o);
+
+    if (c->rd == ORIGIN_H1_FEEDING || c->rd == ORIGIN_H1_AGAIN) {
+        c->rd = ORIGIN_H1_AGAIN; /* oh1_input takes another turn */
+        return;
+    }
+    if (c->rd == ORIGIN_H1_HELD && c->resp_bytes == 0 && !c->answered)
+        oh1_quickack(c->io.bev); /* the answer is next: acknowledge at once what arrives now */
+    origin_enter(c);
+    oh1_input(c);
+    origin_leave(c);
+}
+
+static void oh1_hold(struct origin *o)
+{
+    oh1(o)->rd = ORIGIN_H1_HELD;
+}
+
+/* Frees the connection; abort: with an RST (a half-sent request never looks complete). */
+static void oh1_close(struct origin_conn *c, bool abort)
+{
+    if (c->io.bev != NULL) {
+        evutil_socket_t fd = bufferevent_getfd(c->io.bev);
+
+        if (abort && fd >= 0) {
+            struct linger lg = {1, 0};
+
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        }
+        bufferevent_setcb(c->io.bev, NULL, NULL, NULL, NULL);
+        bufferevent_free(c->io.bev);
+        c->io.bev = NULL;
+    }
+    origin_gone(c);
+}
+
+static struct bufferevent *oh1_take(struct origin *o)
+{
+    struct origin_conn *c = oh1(o);
+    struct bufferevent *bev = c->io.bev;
+
+    bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+    c->io.bev = NULL;
+    origin_gone(c);
+    return bev;
+}
+
+static void oh1_release(struct origin *o, bool req_done)
+{
+    struct origin_conn *c = oh1(o);
+    struct bufferevent *bev = c->io.bev;
+    bool reuse = req_done && (!c->head_sent || (c->resp != NULL && c->resp->keep_alive)) &&
+                 !bevio_has_input(bev) && bevio_pending(&c->io) == 0;
+
+    if (reuse) {
+        bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+        bufferevent_set_timeouts(bev, NULL, NULL);
+        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+        c->io.bev = NULL;
+        upstream_release(c->up, c->host, c->port, c->tls, bev);
+    }
+    oh1_close(c, !reuse && !req_done);
+}
+
+static void oh1_cancel(struct origin *o, bool abort)
+{
+    oh1_close(oh1(o), abort);
+}
+
+static const struct origin_ops oh1_ops = {
+    oh1_request, oh1_body, oh1_body_take, oh1_body_end, oh1_flush,
+    oh1_resume,  oh1_hold, oh1_take,      oh1_release,  oh1_cancel,
+};
+
+int origin_h1_attach(struct origin_conn *c, struct bufferevent *bev, bool route_tunnel)
+{
+    c->io.bev = bev;
+    c->o.ops = &oh1_ops;
+    c->o.route_tunnel = route_tunnel;
+    c->rd = ORIGIN_H1_HELD;
+    /* many servers close without close_notify; truncation of a Content-Length or chunked body
+     * is still caught by the parser, and an EOF-delimited body can only end this way */
+    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    if (bufferevent_openssl_get_ssl(bev) != NULL)
+        SSL_set_options(bufferevent_openssl_get_ssl(bev), SSL_OP_IGNORE_UNEXPECTED_EOF);
+    bufferevent_setcb(bev, oh1_read_cb, oh1_write_cb, oh1_event_cb, c);
+    bufferevent_setwatermark(bev, EV_READ, 0, VG_CONN_IN_MAX);
+    bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+    bufferevent_set_timeouts(bev, NULL, NULL);
+    c->io.stage = evbuffer_new();
+    c->parser = http1_parser_new(HTTP1_RESPONSE, &oh1_callbacks, c);
+    return c->io.stage != NULL && c->parser != NULL ? 0 : -1;
+}

@@ -1,0 +1,96 @@
+/*
+ * origin_int.h - what origin.c (getting the connection, picking the adapter) and the adapters
+ * origin_h1.c and origin_h2.c share. Private to those three files; origin.c calls the adapters,
+ * never the other way round.
+ */
+#ifndef VG_ORIGIN_INT_H
+#define VG_ORIGIN_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "common/defer.h"
+#include "common/hostname.h"
+#include "proxy/bevio.h"
+#include "proxy/h2up.h"
+#include "proxy/origin.h"
+
+/* How an HTTP/1.1 origin reads the response. */
+enum origin_h1_read {
+    ORIGIN_H1_HELD = 0, /* not read: the exchange said hold (or has not resumed yet) */
+    ORIGIN_H1_READING,  /* read as it arrives */
+    ORIGIN_H1_FEEDING,  /* inside the parser loop (a resume there only asks for another turn) */
+    ORIGIN_H1_AGAIN,    /* ... and the exchange resumed inside it: one more turn */
+};
+
+/* One request's upstream as origin.c and its adapters see it. */
+struct origin_conn {
+    struct origin o; /* first: the interface */
+    struct worker *w;
+    char host[HOSTNAME_BUFSZ];
+    int port;
+    int tls;
+    bool retryable;
+    struct upstream_ctx *up;
+    int body_idle;              /* seconds, once a final head arrived */
+    struct upstream_req *upreq; /* dialling */
+    struct h2up *h2dial;        /* the dial announced for other requests to wait on */
+    struct h2up_stream *h2s;    /* HTTP/2: the request's stream (queued while connecting) */
+    struct defer defer;         /* callbacks of the origin on the stack */
+
+    /* HTTP/1.1 (origin_h1.c) */
+    struct bevio io;
+    struct http1_parser *parser; /* the response parser */
+    struct http1_msg *resp;      /* the final response head, once parsed */
+    enum origin_h1_read rd;
+    enum http1_body req_body; /* the framing of the request body sent */
+    bool head_sent;           /* a request head went out on the connection */
+    bool body_paused;         /* request body held until the connection drains */
+    bool answered;            /* a final response head went to the exchange */
+    bool done;                /* the response ended (resp.on_done went through) */
+    uint64_t resp_bytes;      /* response bytes parsed */
+};
+
+static inline void origin_enter(struct origin_conn *c)
+{
+    defer_enter(&c->defer);
+}
+
+/* Frees what the adapters left and c itself. */
+static inline void origin_destroy(struct origin_conn *c)
+{
+    http1_parser_free(&c->parser);
+    if (c->io.stage != NULL)
+        evbuffer_free(c->io.stage);
+    free(c);
+}
+
+static inline void origin_leave(struct origin_conn *c)
+{
+    if (defer_leave(&c->defer))
+        origin_destroy(c);
+}
+
+/* The end of c: freed now, or when its outermost callback returns. */
+static inline void origin_gone(struct origin_conn *c)
+{
+    if (defer_free(&c->defer))
+        origin_destroy(c);
+}
+
+/* origin_h1.c: c speaks HTTP/1.1 over bev (taken). 0, or -1 when out of memory (cancel frees
+ * what was taken). */
+int origin_h1_attach(struct origin_conn *c, struct bufferevent *bev, bool route_tunnel);
+
+/* origin_h2.c: c's stream c->h2s is open: c speaks HTTP/2 from now on. */
+void origin_h2_opened(struct origin_conn *c);
+/* The stream's callbacks (h2up_ops of origin.c). */
+int origin_h2_on_head(void *arg, struct http1_msg *msg);
+int origin_h2_on_body(void *arg, const char *data, size_t len);
+int origin_h2_on_done(void *arg);
+int origin_h2_on_trailers(void *arg, struct http_head *t);
+void origin_h2_after(void *arg, bool err);
+void origin_h2_more(void *arg);
+
+#endif

@@ -31,6 +31,7 @@
 #include "proxy/listen.h"
 #include "proxy/worker.h"
 #include "proxy/metrics.h"
+#include "proxy/modules.h"
 #include "proxy/oauth.h"
 #include "cli/reload.h"
 #include "cli/run_opts.h"
@@ -608,8 +609,8 @@ static int run_setup(struct run_state *rs, char *err, size_t errlen)
     if (listen_listen_all(rs->sh.addrs, rs->sh.naddrs, rs->sh.nworkers, err, errlen) < 0)
         return EXIT_ENFORCE;
     timefmt_iso8601(timefmt_now_ms(), rs->started_at, sizeof(rs->started_at));
-    rs->workers = worker_start_all(&rs->sh, err, errlen);
-    if (rs->workers == NULL)
+    if (modules_register(&rs->sh, err, errlen) < 0 ||
+        (rs->workers = worker_start_all(&rs->sh, err, errlen)) == NULL)
         return EXIT_RUNTIME;
     /* every listener accepts now (worker_start_all waited for the loops): only now does the
      * admin API answer, so /healthz never speaks before the listeners do (SPEC §7) */

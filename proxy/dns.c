@@ -361,14 +361,26 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
     conn_close(arg);
 }
 
-void dns_accept(struct worker *w, const struct listen_addr *la, int fd)
+/* The worker's DNS state, or NULL. */
+static struct dns_worker *dns_state(struct worker *w)
 {
-    struct dns_worker *dw = w->dns;
+    void **st = worker_module_state(w, &dns_worker_module);
+
+    return st != NULL ? *st : NULL;
+}
+
+/* A TCP query connection accepted on la: fd is owned from here (closed on any failure). */
+static void dns_accept(struct worker *w, const struct listen_addr *la, int fd,
+                       const struct sockaddr *sa, int salen)
+{
+    struct dns_worker *dw = dns_state(w);
     struct timeval idle = {VG_DNS_TCP_IDLE_SECONDS, 0};
     socklen_t sl;
     struct dns_conn *c;
 
     (void)la;
+    (void)sa;
+    (void)salen;
     if (dw == NULL || (c = calloc(1, sizeof(*c))) == NULL) {
         close(fd);
         return;
@@ -394,15 +406,18 @@ void dns_accept(struct worker *w, const struct listen_addr *la, int fd)
 
 /* ---- the worker's DNS state ------------------------------------------------------------- */
 
-int dns_worker_start(struct worker *w, char *err, size_t errlen)
+/* Takes the UDP sockets of w's DNS listeners (their udp_fd becomes -1). Worker set-up, main
+ * thread. 0 or -1 + err. */
+static int dns_worker_start(struct worker *w, char *err, size_t errlen)
 {
     struct worker_shared *sh = w->sh;
+    void **st = worker_module_state(w, &dns_worker_module);
     struct dns_worker *dw;
     size_t k = 0, ndns = 0;
 
     for (size_t i = 0; i < sh->naddrs; i++)
         ndns += sh->addrs[i].kind == LISTEN_DNS;
-    if (ndns == 0)
+    if (ndns == 0 || st == NULL)
         return 0;
     dw = calloc(1, sizeof(*dw));
     if (dw == NULL || (dw->udp = calloc(ndns, sizeof(*dw->udp))) == NULL) {
@@ -411,7 +426,7 @@ int dns_worker_start(struct worker *w, char *err, size_t errlen)
         return -1;
     }
     dw->w = w;
-    w->dns = dw;
+    *st = dw;
     for (size_t i = 0; i < sh->naddrs; i++) {
         struct listen_addr *la = &sh->addrs[i];
         struct dns_udp *u;
@@ -432,9 +447,10 @@ int dns_worker_start(struct worker *w, char *err, size_t errlen)
     return 0;
 }
 
-void dns_worker_stop(struct worker *w)
+/* Closes w's UDP sockets and TCP query connections and frees its DNS state. Idempotent. */
+static void dns_worker_stop(struct worker *w)
 {
-    struct dns_worker *dw = w->dns;
+    struct dns_worker *dw = dns_state(w);
 
     if (dw == NULL)
         return;
@@ -450,5 +466,14 @@ void dns_worker_stop(struct worker *w)
     }
     free(dw->udp);
     free(dw);
-    w->dns = NULL;
+    *worker_module_state(w, &dns_worker_module) = NULL;
 }
+
+const struct worker_module dns_worker_module = {
+    .name = "dns",
+    .accepts = 1u << LISTEN_DNS,
+    .accept = dns_accept, /* bounded by this file's own per-worker cap */
+    .init = dns_worker_start,
+    .stop = dns_worker_stop,
+    .free = dns_worker_stop,
+};

@@ -17,8 +17,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-struct worker;
-struct listen_addr;
+struct worker_module;
 
 /* --dns-answer: the A and AAAA records every valid name gets (a missing IPv4 one means the
  * address the query arrived on; a missing IPv6 one, no AAAA record). */
@@ -31,14 +30,8 @@ struct dns_answers {
 /* Adds one --dns-answer IP to a (at most one IPv4 and one IPv6). 0 or -1 + err. */
 int dns_answers_add(struct dns_answers *a, const char *ip, char *err, size_t errlen);
 
-/* Takes the UDP sockets of w's DNS listeners (their udp_fd becomes -1). Worker set-up, main
- * thread. 0 or -1 + err. */
-int dns_worker_start(struct worker *w, char *err, size_t errlen);
-
-/* A TCP query connection accepted on la: fd is owned from here (closed on any failure). */
-void dns_accept(struct worker *w, const struct listen_addr *la, int fd);
-
-/* Closes w's UDP sockets and TCP query connections and frees its DNS state. Idempotent. */
-void dns_worker_stop(struct worker *w);
+/* The DNS listeners of each worker: accepts TCP query connections on LISTEN_DNS listeners,
+ * serves the UDP sockets listen_udp_worker() gives the worker, closes all at its stop. */
+extern const struct worker_module dns_worker_module;
 
 #endif

@@ -619,3 +619,20 @@ void exchange_worker_masks(struct worker *w, bool all)
         w->masks = NULL;
     }
 }
+
+static void exch_worker_refresh(struct worker *w)
+{
+    exchange_worker_masks(w, false);
+}
+
+static void exch_worker_free(struct worker *w)
+{
+    exchange_worker_masks(w, true);
+}
+
+const struct worker_module exchange_worker_module = {
+    .name = "exchange",
+    .refresh = exch_worker_refresh,
+    .wake = exchange_oauth_wake,
+    .free = exch_worker_free,
+};

@@ -30,6 +30,7 @@
 #include "http/http1.h"
 
 struct worker;
+struct worker_module;
 struct listen_addr;
 struct policy;
 struct mask;
@@ -78,6 +79,11 @@ struct exch_conn {
 
 /* Frees what the caches hold (the transport's teardown). */
 void exch_conn_release(struct exch_conn *cc);
+
+/* The exchange's part of each worker: its maskers dropped after a reload and at the end, its
+ * requests parked for a token woken by the token manager (exchange_worker_masks,
+ * exchange_oauth_wake). */
+extern const struct worker_module exchange_worker_module;
 
 /* The worker's maskers kept between requests: those of another snapshot than the worker's
  * current one are freed (wiped), or all of them (all: the worker's teardown). Worker thread. */

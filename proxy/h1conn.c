@@ -1,8 +1,8 @@
 /*
- * h1conn.c - the HTTP/1.1 client transport (see h1conn.h): request parsing, response framing,
- * keep-alive, timers and teardown. Accepting and the ClientHello decision are h1conn_accept.c.
- * Each request is an exchange (exchange.c); CONNECT on the explicit-proxy listener is
- * proxyconn.c.
+ * h1conn.c - the HTTP/1.1 client transport (see h1conn.h): its start (h1conn_start, called by
+ * ingress.c once a connection speaks HTTP/1.1), request parsing, response framing, keep-alive,
+ * timers and teardown. Each request is an exchange (exchange.c); CONNECT on the explicit-proxy
+ * listener is proxyconn.c.
  *
  * Guarantees:
  * - Requests are handled one at a time: the parser pauses at each head and hands it to a new
@@ -19,9 +19,7 @@
  */
 #include "proxy/h1conn.h"
 #include "proxy/h1conn_int.h"
-#include "proxy/h2conn.h"
 #include "audit/audit.h"
-#include "ca/ca.h"
 #include "common/caps.h"
 #include "common/hostname.h"
 #include "proxy/listen.h"
@@ -44,9 +42,10 @@
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <openssl/err.h>
+#include <openssl/ssl.h>
 
 static const char *const state_names[] = {
-    "tls_accept", "idle", "head", "exchange", "peek", "flush", "linger", "closed",
+    "idle", "head", "exchange", "peek", "flush", "linger", "closed",
 };
 
 static void h1_input(struct h1conn *c);
@@ -163,12 +162,11 @@ void h1_reading(struct h1conn *c)
     /* The client side keeps reading while a request is in flight (bytes of a pipelined request
      * wait in its input, bounded by the read watermark): toggling EV_READ per request would
      * cost two epoll_ctl calls. Only a paused body stops it. */
-    on = c->state != H1_S_FLUSH && c->state != H1_S_TLS_ACCEPT &&
-         !(c->state == H1_S_EXCHANGE && c->body == H1_BODY_PAUSED) &&
+    on = c->state != H1_S_FLUSH && !(c->state == H1_S_EXCHANGE && c->body == H1_BODY_PAUSED) &&
          !(c->state == H1_S_PEEK && c->upreq != NULL);
     if (on)
         bufferevent_enable(c->io.bev, EV_READ);
-    else if (c->state != H1_S_TLS_ACCEPT)
+    else
         bufferevent_disable(c->io.bev, EV_READ);
 }
 
@@ -209,17 +207,20 @@ struct h1_spare {
     struct evbuffer *b[VG_WORKER_SPARES];
 };
 
-static struct h1_spare *h1_spare(struct worker *w)
+/* The worker's spares (made on first use when make), or NULL. */
+static struct h1_spare *h1_spare(struct worker *w, bool make)
 {
-    if (w->h1_spare == NULL)
-        w->h1_spare = calloc(1, sizeof(struct h1_spare));
-    return w->h1_spare;
+    void **st = worker_module_state(w, &h1conn_worker_module);
+
+    if (st != NULL && *st == NULL && make)
+        *st = calloc(1, sizeof(struct h1_spare));
+    return st != NULL ? *st : NULL;
 }
 
 /* Takes a parser and a stage for the request that begins. 0 or -1 (out of memory). */
 static int h1_lend(struct h1conn *c)
 {
-    struct h1_spare *sp = c->cc.w->h1_spare;
+    struct h1_spare *sp = h1_spare(c->cc.w, false);
 
     if (c->parser == NULL) {
         if (sp != NULL && sp->np > 0) {
@@ -237,7 +238,7 @@ static int h1_lend(struct h1conn *c)
 /* Gives parser and stage back to the worker (or frees them) once the connection is idle. */
 static void h1_give_back(struct h1conn *c)
 {
-    struct h1_spare *sp = h1_spare(c->cc.w);
+    struct h1_spare *sp = h1_spare(c->cc.w, true);
 
     if (c->parser != NULL) {
         http1_parser_reset(c->parser);
@@ -256,9 +257,10 @@ static void h1_give_back(struct h1conn *c)
     }
 }
 
-void h1conn_worker_free(struct worker *w)
+static void h1_worker_free(struct worker *w)
 {
-    struct h1_spare *sp = w->h1_spare;
+    void **st = worker_module_state(w, &h1conn_worker_module);
+    struct h1_spare *sp = st != NULL ? *st : NULL;
 
     if (sp == NULL)
         return;
@@ -267,8 +269,10 @@ void h1conn_worker_free(struct worker *w)
     while (sp->nb > 0)
         evbuffer_free(sp->b[--sp->nb]);
     free(sp);
-    w->h1_spare = NULL;
+    *st = NULL;
 }
+
+const struct worker_module h1conn_worker_module = {.name = "h1conn", .free = h1_worker_free};
 
 /* ---- teardown --------------------------------------------------------------------------- */
 
@@ -279,7 +283,6 @@ static void h1_free(struct h1conn *c)
     if (c->upreq != NULL)
         upstream_cancel(&c->upreq);
     if (c->io.bev != NULL) {
-        tls_server_ssl_detach(bufferevent_openssl_get_ssl(c->io.bev));
         bufferevent_setcb(c->io.bev, NULL, NULL, NULL, NULL);
         bufferevent_free(c->io.bev);
     }
@@ -319,10 +322,7 @@ void h1_close(struct h1conn *c, const char *reason)
  * touching it. */
 void h1_handover(struct h1conn *c)
 {
-    if (c->io.bev != NULL) {
-        tls_server_ssl_detach(bufferevent_openssl_get_ssl(c->io.bev));
-        c->io.bev = NULL;
-    }
+    c->io.bev = NULL;
     h1_set_state(c, H1_S_CLOSED);
     evtimer_del(c->timer);
     if (c->resume != NULL)
@@ -339,7 +339,7 @@ static void h1_linger(struct h1conn *c)
     evutil_socket_t fd = bufferevent_getfd(c->io.bev);
     bool filter = bufferevent_get_underlying(c->io.bev) != NULL;
 
-    if (ssl != NULL && c->handshake_done)
+    if (ssl != NULL) /* a TLS connection reaches this transport after its handshake */
         SSL_shutdown(ssl);
     h1_set_state(c, H1_S_LINGER);
     h1_arm(c, H1_T_LINGER);
@@ -525,7 +525,6 @@ static void h1_upgrade(struct h1conn *c)
     }
     evtimer_del(c->timer);
     bufferevent_set_timeouts(client, NULL, NULL);
-    tls_server_ssl_detach(bufferevent_openssl_get_ssl(client));
     c->io.bev = NULL; /* the tunnel's from here, even when it cannot start */
     if (tunnel_start(c->cc.w, &c->link, client, up, wsm, bad_ext, &ti) < 0) {
         c->io.bev = NULL;
@@ -700,7 +699,7 @@ static void h1_input(struct h1conn *c)
     h1_reading(c);
 }
 
-/* Ready for a request (after the TLS handshake, at accept for plain HTTP, or after CONNECT). */
+/* Ready for a request (at the start, or after a CONNECT to port 80). */
 void h1_begin(struct h1conn *c)
 {
     if (c->parser != NULL)
@@ -716,7 +715,7 @@ void h1_begin(struct h1conn *c)
 }
 
 /* Over the connection limit: 503 as soon as anything can be said, then close. */
-void h1_busy(struct h1conn *c)
+static void h1_busy(struct h1conn *c)
 {
     clock_gettime(CLOCK_MONOTONIC, &c->t_req);
     if (h1_lend(c) < 0 || (c->x = exchange_new(&c->cc, &h1_exchange_ops, c, &c->t_req)) == NULL) {
@@ -757,42 +756,6 @@ static void client_write_cb(struct bufferevent *bev, void *arg)
     h1_leave(c);
 }
 
-/* The handshake chose h2: the connection goes on as an HTTP/2 transport (h2conn.c). */
-static void h1_to_h2(struct h1conn *c)
-{
-    struct bufferevent *bev = c->io.bev;
-
-    evtimer_del(c->timer);
-    tls_server_ssl_detach(bufferevent_openssl_get_ssl(bev));
-    bevio_release_always(bev);
-    c->io.bev = NULL; /* the HTTP/2 transport's from here, even when it cannot start */
-    if (h2conn_start(&c->link, &c->cc, bev, c->busy) < 0)
-        h1_close(c, "oom");
-    else
-        h1_handover(c);
-}
-
-static bool h1_alpn_h2(const struct h1conn *c)
-{
-    const unsigned char *p = NULL;
-    unsigned int n = 0;
-
-    SSL_get0_alpn_selected(bufferevent_openssl_get_ssl(c->io.bev), &p, &n);
-    return n == 2 && memcmp(p, "h2", 2) == 0;
-}
-
-static void h1_handshake_done(struct h1conn *c)
-{
-    c->handshake_done = true;
-    metrics_tls_handshake(c->cc.w->id);
-    if (h1_alpn_h2(c))
-        h1_to_h2(c);
-    else if (c->busy)
-        h1_busy(c);
-    else
-        h1_begin(c);
-}
-
 /* The client closed or failed. */
 static void h1_client_gone(struct h1conn *c, short what)
 {
@@ -821,21 +784,10 @@ static void h1_client_gone(struct h1conn *c, short what)
 static void client_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     struct h1conn *c = arg;
-    char detail[256];
 
+    (void)bev;
     h1_enter(c);
-    if (what & BEV_EVENT_CONNECTED) {
-        if (c->state == H1_S_TLS_ACCEPT)
-            h1_handshake_done(c);
-    } else if ((what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) && c->state == H1_S_TLS_ACCEPT) {
-        unsigned long e = bufferevent_get_openssl_error(bev);
-        const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
-
-        snprintf(detail, sizeof(detail), "%s",
-                 e != 0 ? (r != NULL ? r : "TLS error") : "connection closed");
-        h1_log(c, LOG_DEBUG, "tls_handshake_failed", "handshake", detail);
-        h1_close(c, "handshake_failed");
-    } else if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
         h1_client_gone(c, what);
     } else if (what & BEV_EVENT_TIMEOUT) {
         h1_close(c, "client_timeout");
@@ -849,9 +801,6 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 
     h1_enter(c);
     switch (c->state) {
-    case H1_S_TLS_ACCEPT:
-        h1_close(c, "handshake_timeout");
-        break;
     case H1_S_IDLE:
         if (c->buf_timer)
             h1_release_buffers(c);
@@ -874,12 +823,6 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
     h1_leave(c);
 }
 
-/* The client-side callbacks of the connection on c->io.bev. */
-void h1_setcb(struct h1conn *c)
-{
-    bufferevent_setcb(c->io.bev, client_read_cb, client_write_cb, client_event_cb, c);
-}
-
 /* ---- the worker's view ------------------------------------------------------------------ */
 
 static void h1_link_drain(struct worker_link *l)
@@ -887,7 +830,7 @@ static void h1_link_drain(struct worker_link *l)
     struct h1conn *c = (struct h1conn *)l;
 
     c->cc.draining = true;
-    if (c->state == H1_S_TLS_ACCEPT || c->state == H1_S_PEEK || c->state == H1_S_IDLE)
+    if (c->state == H1_S_PEEK || c->state == H1_S_IDLE)
         h1_close(c, "draining");
 }
 
@@ -898,9 +841,36 @@ static void h1_link_abort(struct worker_link *l)
 
 static const struct worker_link_ops h1_link_ops = {h1_link_drain, h1_link_abort};
 
-int h1_attach(struct h1conn *c)
+int h1conn_start(struct worker_link *from, struct exch_conn *cc, struct bufferevent *bev, bool busy,
+                 const struct h1conn_hooks *hooks)
 {
-    c->cc.id = worker_attach(c->cc.w, &c->link, &h1_link_ops);
-    c->timer = evtimer_new(c->cc.w->base, timer_cb, c);
-    return c->timer != NULL ? 0 : -1;
+    struct h1conn *c = calloc(1, sizeof(*c));
+
+    if (c != NULL)
+        c->timer = evtimer_new(cc->w->base, timer_cb, c);
+    if (c == NULL || c->timer == NULL) {
+        bufferevent_free(bev);
+        free(c);
+        return -1;
+    }
+    c->cc = *cc;
+    c->cc.proto = "http/1.1";
+    cc->policy = NULL; /* the cache moved here */
+    c->hooks = hooks;
+    c->busy = busy;
+    if (from == NULL)
+        c->cc.id = worker_attach(c->cc.w, &c->link, &h1_link_ops);
+    else
+        worker_replace(c->cc.w, from, &c->link, &h1_link_ops);
+    c->io.bev = bev;
+    bufferevent_setcb(bev, client_read_cb, client_write_cb, client_event_cb, c);
+    bufferevent_setwatermark(bev, EV_READ, 0, VG_CONN_IN_MAX);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+    h1_enter(c);
+    if (busy)
+        h1_busy(c);
+    else
+        h1_begin(c);
+    h1_leave(c);
+    return 0;
 }

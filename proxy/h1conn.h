@@ -1,49 +1,49 @@
 /*
  * h1conn.h - the HTTP/1.1 client transport: one client connection of a TLS, plain-HTTP or
- * explicit-proxy listener, from accept to close (ARCHITECTURE.md "One request"). It owns the
- * socket, the TLS accept, the request parser, the framing of responses and the connection's
- * timers, and hands each request to an exchange (exchange.h); a CONNECT or a WebSocket turns it
- * into a tunnel (tunnel.h).
+ * explicit-proxy listener, from the moment ingress (ingress.h) hands it over to its close
+ * (ARCHITECTURE.md "One request"). It owns the socket from then on, the request parser, the
+ * framing of responses and the connection's timers, and hands each request to an exchange
+ * (exchange.h); a CONNECT or a WebSocket turns it into a tunnel (tunnel.h), an intercepted
+ * CONNECT goes back to TLS through its starter's hook.
  *
  * A connection lives on the worker that accepted it; h1_close() is its only teardown.
  */
 #ifndef VG_H1CONN_H
 #define VG_H1CONN_H
 
-#include <sys/socket.h>
+#include <stdbool.h>
 
-#include <event2/util.h>
+#include <event2/bufferevent.h>
 
-#include "proxy/tls.h"
+struct worker_link;
+struct worker_module;
+struct exch_conn;
 
-struct worker;
-struct listen_addr;
-struct h1conn;
-
-/* Takes ownership of fd (an accepted socket of listener la) and starts the TLS handshake (or
- * the first request on a plain listener). On failure the fd is closed and the failure logged. */
-void h1conn_accept(struct worker *w, const struct listen_addr *la, evutil_socket_t fd,
-                   const struct sockaddr *sa, int salen);
-
-/*
- * A connection over the connection limit: takes ownership of fd like h1conn_accept(), answers
- * 503 with `Proxy-Status: vaultgate; error=connection_limit_reached` as soon as it can say
- * anything (at once on a plain listener, right after the TLS handshake on a TLS one) and
- * closes; nothing is forwarded. The handshake timeout still applies.
- */
-void h1conn_accept_busy(struct worker *w, const struct listen_addr *la, evutil_socket_t fd,
-                        const struct sockaddr *sa, int salen);
+/* What the transport asks of the module that started it. */
+struct h1conn_hooks {
+    /*
+     * An intercepted CONNECT: TLS is to be accepted on the connection, whose plain bufferevent
+     * (callbacks cleared) is the hook's from the call on, even when it fails. On 0 the hook has
+     * taken `from`'s place in the worker's list and the connection's context (copied; its caches
+     * move); on -1 nothing but the bufferevent was taken and `from` closes as it would.
+     */
+    int (*tls)(struct worker_link *from, struct exch_conn *cc, struct bufferevent *plain);
+};
 
 /*
- * ClientHello of c: host is the normalised SNI, or NULL when there is none (or it is not a
- * valid name). Takes the connection's decision on the name, fills out (out->cert a new
- * reference the caller frees) and returns 0; or returns -1 with *alert set (the handshake is
- * aborted).
+ * Takes over a client connection that speaks HTTP/1.1: the bufferevent (a plain one, or TLS
+ * after its handshake; callbacks replaced), the connection's context (copied; its caches move)
+ * and its place in the worker's list (`from`), or a new place (from NULL: the connection joins
+ * the worker here and gets its id). busy: over the connection limit, the first answer is 503 and
+ * the connection ends. hooks (static, may be NULL: an intercepted CONNECT is then closed) serve
+ * an intercepted CONNECT. Returns 0, or -1 (out of memory: bev freed; `from` must close as it
+ * would).
  */
-/* Frees the request parsers and buffers w keeps for its connections' next requests (the
- * worker's teardown). */
-void h1conn_worker_free(struct worker *w);
+int h1conn_start(struct worker_link *from, struct exch_conn *cc, struct bufferevent *bev, bool busy,
+                 const struct h1conn_hooks *hooks);
 
-int h1conn_client_hello(struct h1conn *c, const char *host, struct tls_leaf *out, int *alert);
+/* The request parsers and stage buffers a worker keeps for its connections' next requests;
+ * freed at the worker's end. */
+extern const struct worker_module h1conn_worker_module;
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * h1conn_int.h - what h1conn.c (the HTTP/1.1 transport), h1conn_accept.c (its start) and
- * proxyconn.c (CONNECT on the explicit-proxy listener) share. Private to those files.
+ * h1conn_int.h - what h1conn.c (the HTTP/1.1 transport) and proxyconn.c (CONNECT on the
+ * explicit-proxy listener) share. Private to those files.
  */
 #ifndef VG_H1CONN_INT_H
 #define VG_H1CONN_INT_H
@@ -26,13 +26,12 @@
 #define H1_BUF_KEEP_MS 100
 
 enum h1_state {
-    H1_S_TLS_ACCEPT = 0, /* TLS handshake in progress */
-    H1_S_IDLE,           /* waiting for a request: no byte of it yet */
-    H1_S_HEAD,           /* reading a request head */
-    H1_S_EXCHANGE,       /* the request is with its exchange */
-    H1_S_PEEK,           /* CONNECT tunnel: reading the ClientHello to check its SNI */
-    H1_S_FLUSH,          /* final response being written; close when flushed */
-    H1_S_LINGER,         /* close_notify + FIN sent; discarding input until EOF or timeout */
+    H1_S_IDLE = 0, /* waiting for a request: no byte of it yet */
+    H1_S_HEAD,     /* reading a request head */
+    H1_S_EXCHANGE, /* the request is with its exchange */
+    H1_S_PEEK,     /* CONNECT tunnel: reading the ClientHello to check its SNI */
+    H1_S_FLUSH,    /* final response being written; close when flushed */
+    H1_S_LINGER,   /* close_notify + FIN sent; discarding input until EOF or timeout */
     H1_S_CLOSED,
 };
 
@@ -66,16 +65,16 @@ struct h1conn {
     struct timespec t_req; /* first byte of the current request */
     int req_minor;         /* the client's HTTP/1.x minor version */
     struct defer defer;    /* callbacks on the stack; freed at depth 0 after h1_close */
-    bool handshake_done;
-    bool head_ready; /* on_head seen, not yet handled */
-    bool parse_stop; /* a parser callback asked the feed loop to stop */
-    bool keep_alive; /* the request allows another one after it */
-    bool resp_close; /* the connection closes after this response */
-    bool want_drain; /* the exchange waits for the client's output to drain */
-    bool busy;       /* over the connection limit: answer 503 and close */
-    bool graceful;   /* handed over or finishing: no RST */
-    bool buf_timer;  /* the timer releases the TLS record buffers (h1_arm_idle, _buffers) */
-    int idle_rest;   /* idle: the seconds of waiting left after that */
+    const struct h1conn_hooks *hooks; /* its starter's (an intercepted CONNECT), or NULL */
+    bool head_ready;                  /* on_head seen, not yet handled */
+    bool parse_stop;                  /* a parser callback asked the feed loop to stop */
+    bool keep_alive;                  /* the request allows another one after it */
+    bool resp_close;                  /* the connection closes after this response */
+    bool want_drain;                  /* the exchange waits for the client's output to drain */
+    bool busy;                        /* over the connection limit: answer 503 and close */
+    bool graceful;                    /* handed over or finishing: no RST */
+    bool buf_timer; /* the timer releases the TLS record buffers (h1_arm_idle, _buffers) */
+    int idle_rest;  /* idle: the seconds of waiting left after that */
 };
 
 /* h1conn.c */
@@ -87,14 +86,11 @@ void h1_set_state(struct h1conn *c, enum h1_state s);
 void h1_arm(struct h1conn *c, int seconds);
 void h1_arm_idle(struct h1conn *c, int seconds);
 void h1_arm_buffers(struct h1conn *c);
-int h1_attach(struct h1conn *c); /* joins the worker, makes the timer: 0 or -1 */
-void h1_busy(struct h1conn *c);
 void h1_close(struct h1conn *c, const char *reason);
 void h1_handover(struct h1conn *c);
 void h1_begin(struct h1conn *c);
 void h1_schedule_input(struct h1conn *c);
 void h1_reading(struct h1conn *c);
-void h1_setcb(struct h1conn *c);
 void h1_record_refusal(struct h1conn *c, const char *host);
 
 /* proxyconn.c */

@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 
 #include <event2/bufferevent_ssl.h>
+#include <openssl/ssl.h>
 
 /* SPEC §4's timeouts as for HTTP/1.1 (--timeout): idle with no stream open, a header block
  * begun and not finished, a stream with no DATA either way */

@@ -973,3 +973,5 @@ void h2up_free_all(struct worker *w)
         h2up_free(c);
     }
 }
+
+const struct worker_module h2up_worker_module = {.name = "h2up", .free = h2up_free_all};

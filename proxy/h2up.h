@@ -30,6 +30,7 @@
 #include "proxy/upstream.h"
 
 struct worker;
+struct worker_module;
 struct h2up;
 struct h2up_stream;
 
@@ -116,5 +117,8 @@ void h2up_close(struct h2up_stream **sp);
 
 /* Closes every connection of w (its teardown). */
 void h2up_free_all(struct worker *w);
+
+/* The worker's HTTP/2 upstream sessions, closed at its end (h2up_free_all). */
+extern const struct worker_module h2up_worker_module;
 
 #endif

@@ -4,10 +4,10 @@
  * a byte tunnel without interception.
  *
  * Guarantees:
- * - CONNECT to 443 is intercepted (TLS terminated with a leaf for the CONNECT host, whose SNI
- *   must be that host) - except in default routing for an allowed host the vault does not
- *   designate, which is tunnelled byte for byte once the ClientHello's SNI was read and found
- *   equal to the CONNECT host (else the tunnel is closed and the mismatch logged).
+ * - CONNECT to 443 is intercepted (TLS terminated by ingress.c with a leaf for the CONNECT
+ *   host, whose SNI must be that host) - except in default routing for an allowed host the vault
+ * does not designate, which is tunnelled byte for byte once the ClientHello's SNI was read and
+ * found equal to the CONNECT host (else the tunnel is closed and the mismatch logged).
  * - CONNECT to 80 carries plain HTTP for the CONNECT host only (another Host is 421).
  * - A secret is only ever injected into an intercepted request, and sent over TLS to 443.
  */
@@ -26,8 +26,7 @@
 #include <time.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent_ssl.h>
-#include <openssl/ssl.h>
+#include <event2/bufferevent.h>
 
 #define PROXY_HELLO_MAX  (16384 + 5)
 #define PROXY_HTTPS_PORT 443
@@ -132,49 +131,27 @@ void proxy_peek(struct h1conn *c)
 /* ---- interception ----------------------------------------------------------------------- */
 
 /*
- * TLS on the CONNECT tunnel. Normally the 200 is out and nothing else was read: the plain
- * bufferevent lets go of the descriptor and a socket-mode TLS bufferevent takes it (the fast
- * path of the TLS listener). If the client already sent bytes, or the 200 is still queued, a
- * filter over the plain bufferevent keeps them in order instead.
+ * TLS on the CONNECT tunnel: the connection goes back to whoever started this transport (its
+ * hook, ingress.c), which accepts TLS on it with the CONNECT host as the certificate's name and
+ * starts the transport ALPN picks once the handshake is done. Without a hook it closes (fail
+ * closed: nothing is relayed in the clear).
  */
 static void proxy_intercept(struct h1conn *c)
 {
-    SSL *ssl = tls_server_ssl_new(c->cc.w->ssl_ctx, c);
-    struct bufferevent *plain = c->io.bev, *tb;
-    evutil_socket_t fd = bufferevent_getfd(plain);
+    struct bufferevent *plain = c->io.bev;
 
-    if (ssl == NULL) {
-        h1_close(c, "oom");
+    if (c->hooks == NULL || c->hooks->tls == NULL) {
+        h1_close(c, "no_tls");
         return;
     }
-    if (fd >= 0 && evbuffer_get_length(bufferevent_get_input(plain)) == 0 &&
-        evbuffer_get_length(bufferevent_get_output(plain)) == 0) {
-        bufferevent_setcb(plain, NULL, NULL, NULL, NULL);
-        bufferevent_setfd(plain, -1); /* keeps the descriptor open on free */
-        bufferevent_free(plain);
-        c->io.bev = NULL;
-        /* from here the bufferevent owns ssl and fd, even when its creation fails */
-        tb = bufferevent_openssl_socket_new(c->cc.w->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                            BEV_OPT_CLOSE_ON_FREE);
-    } else {
-        tb = bufferevent_openssl_filter_new(c->cc.w->base, plain, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                            BEV_OPT_CLOSE_ON_FREE);
-        if (tb == NULL)
-            SSL_free(ssl);
-    }
-    if (tb == NULL) {
-        h1_close(c, "oom");
-        return;
-    }
-    c->io.bev = tb; /* owns the plain one (or its descriptor) now */
-    bufferevent_openssl_set_allow_dirty_shutdown(tb, 1);
-    h1_setcb(c);
-    bufferevent_setwatermark(tb, EV_READ, 0, VG_CONN_IN_MAX);
     c->cc.tls = true;
     c->cc.default_port = PROXY_HTTPS_PORT;
-    h1_set_state(c, H1_S_TLS_ACCEPT);
-    h1_arm(c, H1_T(c, VG_T_HANDSHAKE));
-    bufferevent_enable(tb, EV_READ | EV_WRITE);
+    bufferevent_setcb(plain, NULL, NULL, NULL, NULL);
+    c->io.bev = NULL; /* the hook's from here, even when it fails */
+    if (c->hooks->tls(&c->link, &c->cc, plain) < 0)
+        h1_close(c, "oom");
+    else
+        h1_handover(c);
 }
 
 /* ---- CONNECT allowed -------------------------------------------------------------------- */

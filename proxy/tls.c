@@ -2,14 +2,14 @@
  * tls.c - server-side TLS of the proxy listeners.
  *
  * Guarantees: TLS 1.2 and 1.3 only; the certificate served is chosen from the SNI of the
- * ClientHello, after the name was validated and normalised by hostname_normalize() and the
- * connection's policy decision was taken (conn_client_hello); no SNI, or an SNI that is not a
- * host name, aborts the handshake with unrecognized_name. One SSL_CTX per worker, built at
- * start, never per connection; the leaf is switched in per handshake with SSL_use_cert_and_key
- * (measured against a cached per-leaf SSL_CTX in docs/internals/proxy.md).
+ * ClientHello, after the name was validated and normalised by hostname_normalize(), by the
+ * connection's own decision (struct tls_hello, reached through the SSL's ex_data: this file
+ * calls no transport or ingress function); an SSL without one aborts the handshake. One
+ * SSL_CTX per worker, built at start, never per connection; the leaf is switched in per
+ * handshake with SSL_use_cert_and_key (measured against a cached per-leaf SSL_CTX in
+ * docs/internals/proxy.md).
  */
 #include "proxy/tls.h"
-#include "proxy/h1conn.h"
 #include "common/hostname.h"
 
 #include <pthread.h>
@@ -106,7 +106,7 @@ size_t tls_sni_from_client_hello(const unsigned char *hs, size_t len, const unsi
 
 static int client_hello_cb(SSL *ssl, int *al, void *arg)
 {
-    struct h1conn *c = SSL_get_ex_data(ssl, conn_ex_index);
+    struct tls_hello *h = SSL_get_ex_data(ssl, conn_ex_index);
     const unsigned char *ext = NULL, *raw = NULL;
     char host[HOSTNAME_BUFSZ];
     struct tls_leaf leaf = {0};
@@ -115,21 +115,19 @@ static int client_hello_cb(SSL *ssl, int *al, void *arg)
     int ok = 0;
 
     (void)arg;
-    if (c == NULL) {
+    if (h == NULL) {
         *al = SSL_AD_INTERNAL_ERROR;
         return SSL_CLIENT_HELLO_ERROR;
     }
     if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &ext, &extlen) == 1)
         n = tls_sni_from_ext(ext, extlen, &raw);
     /* An SNI must be a DNS name; an IP literal there is against RFC 6066 but harmless. No SNI
-     * (or one that is not a host name) is refused by h1conn_client_hello, except after a CONNECT,
-     * where the CONNECT host names the certificate. */
+     * (or one that is not a host name) is the decision's to refuse (ingress.c refuses it, except
+     * after a CONNECT, where the CONNECT host names the certificate). */
     *al = SSL_AD_UNRECOGNIZED_NAME;
-    if (h1conn_client_hello(
-            c,
-            n > 0 && hostname_normalize((const char *)raw, n, host, sizeof(host)) >= 0 ? host
-                                                                                       : NULL,
-            &leaf, al) < 0)
+    if (n == 0 || hostname_normalize((const char *)raw, n, host, sizeof(host)) < 0)
+        n = 0;
+    if (h->decide(h, n > 0 ? host : NULL, &leaf, al) < 0)
         return SSL_CLIENT_HELLO_ERROR;
     /* one call: SSL_use_certificate + SSL_use_PrivateKey + SSL_add1_chain_cert cost ~10 us
      * (the separate key/certificate match check), this ~3 us (docs/internals/proxy.md) */
@@ -215,13 +213,13 @@ out:
     return ret;
 }
 
-SSL *tls_server_ssl_new(SSL_CTX *ctx, struct h1conn *c)
+SSL *tls_server_ssl_new(SSL_CTX *ctx, struct tls_hello *h)
 {
     SSL *ssl = SSL_new(ctx);
 
     if (ssl == NULL)
         return NULL;
-    if (SSL_set_ex_data(ssl, conn_ex_index, c) != 1) {
+    if (SSL_set_ex_data(ssl, conn_ex_index, h) != 1) {
         SSL_free(ssl);
         return NULL;
     }

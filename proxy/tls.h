@@ -1,6 +1,8 @@
 /*
- * tls.h - the server side of vaultgate's TLS: one SSL_CTX per worker, and the ClientHello
- * callback that reads the SNI and serves the leaf certificate for that host.
+ * tls.h - the server side of vaultgate's TLS mechanics: the server SSL_CTX, the ClientHello
+ * callback that reads and normalises the SNI and installs the leaf that the connection's
+ * decision (struct tls_hello, set on each SSL by the module that accepts it) chose, ALPN, and
+ * SNI parsing. It decides nothing itself and knows no transport.
  */
 #ifndef VG_TLS_H
 #define VG_TLS_H
@@ -8,8 +10,6 @@
 #include <stddef.h>
 
 #include <openssl/ssl.h>
-
-struct h1conn;
 
 /* What the ClientHello callback serves for one host. */
 struct tls_leaf {
@@ -28,10 +28,21 @@ struct tls_leaf {
  */
 SSL_CTX *tls_server_ctx_new(const unsigned char ticket_keys[80], char *err, size_t errlen);
 
-/* A new SSL for an accepted connection, with c attached for the ClientHello callback. */
-SSL *tls_server_ssl_new(SSL_CTX *ctx, struct h1conn *c);
+/*
+ * The decision of one connection's ClientHello, embedded in whatever accepts it. host is the
+ * normalised SNI, or NULL when there is none (or it is not a host name). decide fills out
+ * (out->cert a new reference, freed by the callback) and returns 0, or returns -1 with *alert
+ * set (the handshake is aborted). It runs inside the handshake, on the connection's thread.
+ */
+struct tls_hello {
+    int (*decide)(struct tls_hello *h, const char *host, struct tls_leaf *out, int *alert);
+};
 
-/* Detaches the connection from ssl (before it is freed: the SSL may outlive it). */
+/* A new SSL for an accepted connection whose ClientHello h decides (h must outlive the
+ * handshake, or be detached first). NULL when out of memory. */
+SSL *tls_server_ssl_new(SSL_CTX *ctx, struct tls_hello *h);
+
+/* Detaches the decision from ssl (before it is freed: the SSL may outlive it). NULL-safe. */
 void tls_server_ssl_detach(SSL *ssl);
 
 /*

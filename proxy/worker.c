@@ -1,25 +1,19 @@
 /*
  * worker.c - the worker threads: event loop, listeners, the connection list, the policy
- * snapshot reference, the log batch, drain and abort.
+ * snapshot reference, the log batch, drain and abort, and the registry of the modules above.
  *
  * Guarantees: a connection stays on the worker that accepted it; nothing but this file touches
  * a worker's connection list; workers never take a lock on the request path except to pick up
- * a new policy snapshot once per reload. Connections over the limit (sh->max_conns) are
- * answered 503 while VG_CONN_BUSY_RESERVE lasts, then closed at accept. A drain ends the loop
- * when the last connection has left; an abort closes every connection at once.
- * worker_start_all returns only once every worker's loop runs with its listeners on it.
+ * a new policy snapshot once per reload. Every listener's sockets go to the one module that
+ * accepts its kind (a listener no module accepts fails the start). A drain ends the loop when
+ * the last connection has left; an abort closes every connection at once. worker_start_all
+ * returns only once every worker's loop runs with its listeners on it. This file names no
+ * transport, exchange or listener module: it reaches them through their struct worker_module.
  */
 #include "proxy/worker.h"
-#include "proxy/reason.h"
 #include "audit/log.h"
-#include "common/caps.h"
-#include "proxy/dns.h"
-#include "proxy/h1conn.h"
-#include "proxy/h2up.h"
-#include "proxy/exchange.h"
 #include "proxy/metrics.h"
 #include "proxy/oauth.h"
-#include "proxy/tls.h"
 #include "proxy/upstream.h"
 
 #include <errno.h>
@@ -132,54 +126,91 @@ static void worker_abort_conns(struct worker *w)
         w->conns->ops->abort(w->conns);
 }
 
+/* ---- modules ---------------------------------------------------------------------------- */
+
+int worker_module_add(struct worker_shared *sh, const struct worker_module *m)
+{
+    for (size_t i = 0; i < sh->nmodules; i++) {
+        if (sh->modules[i] == m)
+            return 0;
+    }
+    if (sh->nmodules == WORKER_MODULES_MAX)
+        return -1;
+    sh->modules[sh->nmodules++] = m;
+    return 0;
+}
+
+void **worker_module_state(struct worker *w, const struct worker_module *m)
+{
+    for (size_t i = 0; i < w->sh->nmodules; i++) {
+        if (w->sh->modules[i] == m)
+            return &w->mstate[i];
+    }
+    return NULL;
+}
+
+/* The module that accepts listeners of kind k, or NULL. */
+static const struct worker_module *module_accepting(const struct worker_shared *sh,
+                                                    enum listen_kind k)
+{
+    for (size_t i = 0; i < sh->nmodules; i++) {
+        if ((sh->modules[i]->accepts & (1u << k)) != 0 && sh->modules[i]->accept != NULL)
+            return sh->modules[i];
+    }
+    return NULL;
+}
+
+/* Runs hook `h` of every module that has it, in the order of registration. */
+#define MODULES_RUN(w, h)                                                                          \
+    do {                                                                                           \
+        for (size_t mi_ = 0; mi_ < (w)->sh->nmodules; mi_++) {                                     \
+            if ((w)->sh->modules[mi_]->h != NULL)                                                  \
+                (w)->sh->modules[mi_]->h(w);                                                       \
+        }                                                                                          \
+    } while (0)
+
+static int modules_init(struct worker *w, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < w->sh->nmodules; i++) {
+        const struct worker_module *m = w->sh->modules[i];
+
+        if (m->init != NULL && m->init(w, err, errlen) < 0) {
+            if (err[0] == '\0')
+                snprintf(err, errlen, "worker %d: %s", w->id, m->name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Every module's free, in the reverse order of registration. */
+static void modules_free(struct worker *w)
+{
+    for (size_t i = w->sh != NULL ? w->sh->nmodules : 0; i-- > 0;) {
+        if (w->sh->modules[i]->free != NULL)
+            w->sh->modules[i]->free(w);
+    }
+}
+
 /* ---- workers ---------------------------------------------------------------------------- */
 
 struct worker_slot {
     struct worker *w;
     const struct listen_addr *la;
+    const struct worker_module *m; /* the module that accepts this listener's connections */
     struct evconnlistener *lev;
     struct event *resume; /* re-enables accepting after descriptors ran out */
 };
 
 #define LISTEN_PAUSE_MS 100 /* accept pause after EMFILE/ENFILE */
 
-/* One warn line per worker per second at most while connections are over the limit. */
-static void limit_note(struct worker *w, int active)
-{
-    struct timespec now;
-
-    w->limit_refused++;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if ((int64_t)now.tv_sec == w->limit_logged)
-        return;
-    w->limit_logged = (int64_t)now.tv_sec;
-    log_eventf(LOG_WARN, "conn_limit", VG_PS_CONN_LIMIT,
-               "%d connections open, limit %d: %llu refused", active, w->sh->max_conns,
-               (unsigned long long)w->limit_refused);
-    w->limit_refused = 0;
-}
-
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
                       void *arg)
 {
     struct worker_slot *s = arg;
-    struct worker_shared *sh = s->w->sh;
-    int active = atomic_load(&sh->active_conns);
 
     (void)l;
-    if (s->la->kind == LISTEN_DNS) {
-        dns_accept(s->w, s->la, fd); /* bounded by dns.c's own per-worker cap */
-        return;
-    }
-    if (active < sh->max_conns) {
-        h1conn_accept(s->w, s->la, fd, sa, salen);
-        return;
-    }
-    limit_note(s->w, active);
-    if (active < sh->max_conns + VG_CONN_BUSY_RESERVE)
-        h1conn_accept_busy(s->w, s->la, fd, sa, salen); /* 503, then close */
-    else
-        evutil_closesocket(fd);
+    s->m->accept(s->w, s->la, fd, sa, salen);
 }
 
 static void resume_cb(evutil_socket_t fd, short what, void *arg)
@@ -209,7 +240,8 @@ static void accept_error_cb(struct evconnlistener *l, void *arg)
 
 static void worker_free_listeners(struct worker *w)
 {
-    dns_worker_stop(w);
+    if (w->sh != NULL)
+        MODULES_RUN(w, stop);
     for (size_t i = 0; i < w->nlevs; i++) {
         if (w->levs[i] != NULL)
             evconnlistener_free(w->levs[i]);
@@ -263,7 +295,7 @@ static void ctl_cb(evutil_socket_t fd, short what, void *arg)
         worker_drain(w);
     else if (cmd == WORKER_CMD_POLICY) {
         worker_policy(w);
-        exchange_worker_masks(w, false);
+        MODULES_RUN(w, refresh);
     } else if (cmd == WORKER_CMD_ABORT)
         worker_abort(w);
 }
@@ -276,7 +308,7 @@ static void oauth_cb(evutil_socket_t fd, short what, void *arg)
 
     (void)r;
     (void)what;
-    exchange_oauth_wake(arg);
+    MODULES_RUN((struct worker *)arg, wake);
 }
 
 /* The wake-up channel from the token manager (when the run has one). 0 or -1. */
@@ -349,6 +381,43 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* The worker's listeners, each handed to the module that accepts its kind. 0 or -1 + err. */
+static int worker_listen(struct worker *w, char *err, size_t errlen)
+{
+    struct worker_shared *sh = w->sh;
+
+    w->levs = calloc(sh->naddrs > 0 ? sh->naddrs : 1, sizeof(w->levs[0]));
+    w->slots = calloc(sh->naddrs > 0 ? sh->naddrs : 1, sizeof(w->slots[0]));
+    if (w->levs == NULL || w->slots == NULL)
+        return -1;
+    for (size_t i = 0; i < sh->naddrs; i++) {
+        struct worker_slot *s = &w->slots[i];
+
+        s->w = w;
+        s->la = &sh->addrs[i];
+        s->m = module_accepting(sh, s->la->kind);
+        if (s->m == NULL) {
+            snprintf(err, errlen, "worker %d: nothing accepts on %s", w->id, s->la->label);
+            return -1;
+        }
+        s->resume = evtimer_new(w->base, resume_cb, s);
+        if (s->resume == NULL)
+            return -1;
+        w->levs[i] =
+            evconnlistener_new(w->base, accept_cb, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+                               0, sh->addrs[i].fds[w->id]);
+        if (w->levs[i] == NULL) {
+            snprintf(err, errlen, "worker %d: listener %s", w->id, sh->addrs[i].label);
+            return -1;
+        }
+        sh->addrs[i].fds[w->id] = -1; /* owned by the evconnlistener now */
+        s->lev = w->levs[i];
+        w->nlevs = i + 1;
+        evconnlistener_set_error_cb(w->levs[i], accept_error_cb);
+    }
+    return 0;
+}
+
 static int worker_init(struct worker *w, struct worker_shared *sh, int id, char *err, size_t errlen)
 {
     struct event_config *cfg = NULL;
@@ -372,9 +441,6 @@ static int worker_init(struct worker *w, struct worker_shared *sh, int id, char 
     w->up = upstream_ctx_new(w->base, sh->upcfg, err, errlen);
     if (w->up == NULL)
         goto out;
-    w->ssl_ctx = tls_server_ctx_new(sh->ticket_keys, err, errlen);
-    if (w->ssl_ctx == NULL)
-        goto out;
     w->ctl_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (w->ctl_fd < 0) {
         snprintf(err, errlen, "worker %d: eventfd: %s", id, strerror(errno));
@@ -383,33 +449,8 @@ static int worker_init(struct worker *w, struct worker_shared *sh, int id, char 
     w->ctl_ev = event_new(w->base, w->ctl_fd, EV_READ | EV_PERSIST, ctl_cb, w);
     if (w->ctl_ev == NULL || event_add(w->ctl_ev, NULL) < 0)
         goto out;
-    if (worker_oauth_init(w, err, errlen) < 0)
-        goto out;
-    w->levs = calloc(sh->naddrs > 0 ? sh->naddrs : 1, sizeof(w->levs[0]));
-    w->slots = calloc(sh->naddrs > 0 ? sh->naddrs : 1, sizeof(w->slots[0]));
-    if (w->levs == NULL || w->slots == NULL)
-        goto out;
-    for (size_t i = 0; i < sh->naddrs; i++) {
-        struct worker_slot *s = &w->slots[i];
-
-        s->w = w;
-        s->la = &sh->addrs[i];
-        s->resume = evtimer_new(w->base, resume_cb, s);
-        if (s->resume == NULL)
-            goto out;
-        w->levs[i] =
-            evconnlistener_new(w->base, accept_cb, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
-                               0, sh->addrs[i].fds[id]);
-        if (w->levs[i] == NULL) {
-            snprintf(err, errlen, "worker %d: listener %s", id, sh->addrs[i].label);
-            goto out;
-        }
-        sh->addrs[i].fds[id] = -1; /* owned by the evconnlistener now */
-        s->lev = w->levs[i];
-        w->nlevs = i + 1;
-        evconnlistener_set_error_cb(w->levs[i], accept_error_cb);
-    }
-    if (dns_worker_start(w, err, errlen) < 0)
+    if (worker_oauth_init(w, err, errlen) < 0 || worker_listen(w, err, errlen) < 0 ||
+        modules_init(w, err, errlen) < 0)
         goto out;
     ret = 0;
 out:
@@ -424,9 +465,7 @@ static void worker_free(struct worker *w)
 {
     worker_abort_conns(w);
     worker_free_listeners(w);
-    h2up_free_all(w);
-    exchange_worker_masks(w, true);
-    h1conn_worker_free(w);
+    modules_free(w);
     upstream_ctx_free(&w->up);
     if (w->ctl_ev != NULL)
         event_free(w->ctl_ev);
@@ -438,7 +477,6 @@ static void worker_free(struct worker *w)
         oauth_unwatch(w->sh->oauth, w->oauth_fd); /* before the number can be reused */
         close(w->oauth_fd);
     }
-    SSL_CTX_free(w->ssl_ctx);
     policy_unref(&w->policy);
     if (w->base != NULL)
         event_base_free(w->base);

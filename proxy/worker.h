@@ -3,10 +3,15 @@
  * accepted, its reference to the policy snapshot, its log batch, and the drain and abort of a
  * stop (ARCHITECTURE.md "Threads and shared state").
  *
- * Each worker owns an event_base, an upstream context, a server SSL_CTX, one listening socket
- * per listener (bound by listen.c) and every connection it accepted, from accept to close.
+ * Each worker owns an event_base, an upstream context, one listening socket per listener (bound
+ * by listen.c), its modules' state and every connection it accepted, from accept to close.
  * Nothing outside worker.c touches a worker's connection list: a connection joins it with
  * worker_attach() and leaves it with worker_detach() from its own teardown.
+ *
+ * The worker names no module above it: each one registers a struct worker_module before the
+ * workers start (worker_module_add) - what it accepts on which listeners, its per-worker state
+ * and the hooks the worker runs at its start, its stop, a reload, a token manager's wake-up and
+ * its end.
  */
 #ifndef VG_WORKER_H
 #define VG_WORKER_H
@@ -17,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <openssl/ssl.h>
+#include <sys/socket.h>
 
 #include "common/timeouts.h"
 #include "policy/policy.h"
@@ -33,7 +38,37 @@ struct certcache;
 struct audit;
 struct ca;
 struct worker_slot;
+struct worker;
 struct oauth;
+
+/* Modules a run may register (worker_module_add). */
+#define WORKER_MODULES_MAX 8
+
+/*
+ * A part of the proxy that accepts on the workers' listeners or keeps state on each worker.
+ * Registered once before the workers start; every hook is optional (NULL) and runs on the
+ * worker's thread, except init and free, which run on the main thread before the worker's loop
+ * starts and after it ended. Hooks run in the order of registration, free in the reverse order.
+ */
+struct worker_module {
+    const char *name;
+    /* The listener kinds whose sockets this module takes (bits 1u << enum listen_kind), and
+     * what it does with one: fd is the module's from the call on, closed on any failure. */
+    unsigned accepts;
+    void (*accept)(struct worker *w, const struct listen_addr *la, int fd,
+                   const struct sockaddr *sa, int salen);
+    /* The worker starts (its loop and listeners exist, nothing runs yet). 0 or -1 + err. */
+    int (*init)(struct worker *w, char *err, size_t errlen);
+    /* The listeners close (a drain, an abort, the end); may run more than once. */
+    void (*stop)(struct worker *w);
+    /* The worker took a new policy snapshot after a reload. */
+    void (*refresh)(struct worker *w);
+    /* The token manager changed a source's state (a token arrived, its endpoint failed). */
+    void (*wake)(struct worker *w);
+    /* The worker's end, after its connections: frees the module's state. Runs whether init
+     * ran or not. */
+    void (*free)(struct worker *w);
+};
 
 /* State every worker reads; written only by the main thread before workers start, except the
  * policy pointer (policy_lock) and the atomics. */
@@ -51,6 +86,8 @@ struct worker_shared {
     struct vg_timeouts timeouts; /* SPEC §4, --timeout */
     struct oauth *oauth;         /* the OAuth token manager (proxy/oauth.h), or NULL */
     struct dns_answers dns;      /* --dns-answer (proxy/dns.h) */
+    const struct worker_module *modules[WORKER_MODULES_MAX]; /* worker_module_add, in order */
+    size_t nmodules;
 
     pthread_mutex_t policy_lock;
     struct policy *policy; /* current snapshot; the shared structure holds one reference */
@@ -82,7 +119,6 @@ struct worker {
     struct event_base *base;
     struct upstream_ctx *up;
     void *h2up; /* the worker's HTTP/2 upstream connections (h2up.c's list head) */
-    SSL_CTX *ssl_ctx;
     struct evconnlistener **levs;
     struct worker_slot *slots; /* accept callback arguments, one per listener */
     size_t nlevs;
@@ -96,21 +132,27 @@ struct worker {
     _Atomic int ctl_cmd;
     int oauth_fd; /* eventfd: the token manager says a token arrived or its endpoint failed */
     struct event *oauth_ev;
-    void *parked;   /* exchanges waiting for a token (exchange_cred.c's list head) */
-    void *masks;    /* maskers kept between requests (exchange.c's cache) */
-    void *h1_spare; /* request parsers and stage buffers of idle connections (h1conn.c's) */
-    void *dns;      /* the DNS listeners' sockets and query connections (dns.c's) */
+    void *parked; /* exchanges waiting for a token (exchange_cred.c's list head) */
+    void *masks;  /* maskers kept between requests (exchange.c's cache) */
+    void *mstate[WORKER_MODULES_MAX]; /* each registered module's state (worker_module_state) */
     bool draining;
-    uint64_t limit_refused; /* over-limit connections since the last conn_limit log line */
-    int64_t limit_logged;   /* CLOCK_MONOTONIC second of that line */
     struct event *log_flush_ev;
     struct worker_startup *startup; /* until the loop runs: worker_start_all waits on it */
     pthread_t thread;
     bool started;
 };
 
-/* Creates the workers (event base, upstream ctx, SSL_CTX, listeners on the sockets bound by
- * listen.c) and starts their threads; returns once every worker's loop runs, so each listener
+/* Registers m for the workers sh starts (before worker_start_all; m outlives them). A module
+ * registered twice counts once. 0, or -1 when WORKER_MODULES_MAX are registered. */
+int worker_module_add(struct worker_shared *sh, const struct worker_module *m);
+
+/* Where m keeps its state on w (NULL until the module puts something there), or NULL when m
+ * is not registered. Worker thread (or the main thread in init and free). */
+void **worker_module_state(struct worker *w, const struct worker_module *m);
+
+/* Creates the workers (event base, upstream ctx, listeners on the sockets bound by listen.c,
+ * each one accepted by the module that accepts its kind; every module's init) and starts their
+ * threads; returns once every worker's loop runs, so each listener
  * accepts. Returns an array of sh->nworkers workers, or NULL + err. */
 struct worker *worker_start_all(struct worker_shared *sh, char *err, size_t errlen);
 

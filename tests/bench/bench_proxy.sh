@@ -33,6 +33,7 @@
 # Usage: tests/bench/bench_proxy.sh [BUILD_DIR]
 #   env: SECS=10 CONNS=64 HS_THREADS=4 BULK_CONNS=4 H2_CLIENTS=10 H2_STREAMS=100 MEM_CONNS=5000
 #        MITM_MEM_CONNS=1000 PROXY_CPU=0 LOAD_CPU=1 VG_LOG_LEVEL=info VG_AUDIT=sqlite (or off)
+#        UP_ADDR=127.0.0.93 (the upstream's loopback address: another for a second run at once)
 #        PROXIES="nginx haproxy mitmproxy vaultgate vgwarn" TESTS="mem ka hs rs bulk h2"
 #        VG=path/to/vaultgate (default BUILD_DIR/cli/vaultgate) PERF=/tmp/vg.perf (perf record
 #        -g of vaultgate during each test: PERF.ka, PERF.hs, ...) MEM_NOREQ=1 (idle connections
@@ -61,7 +62,7 @@ LOAD_CPU=${LOAD_CPU:-1}
 VG_LOG_LEVEL=${VG_LOG_LEVEL:-info}
 PROXIES=${PROXIES:-nginx haproxy mitmproxy vaultgate vgwarn}
 TESTS=${TESTS:-mem ka hs rs bulk h2}
-UP_ADDR=127.0.0.93
+UP_ADDR=${UP_ADDR:-127.0.0.93} # two benchmarks at once need two addresses
 SECRET="sk-bench-FAKE-secret"
 
 [ -x "$VG" ] || { echo "no vaultgate at $VG" >&2; exit 1; }

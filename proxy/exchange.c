@@ -603,36 +603,3 @@ void exch_conn_release(struct exch_conn *cc)
 {
     policy_unref(&cc->policy);
 }
-
-void exchange_worker_masks(struct worker *w, bool all)
-{
-    struct exch_masks *c = w->masks;
-
-    if (c == NULL)
-        return;
-    for (size_t i = c->n; i-- > 0;) {
-        if (all || c->e[i].gen != w->policy_gen)
-            exch_masks_drop(c, i);
-    }
-    if (all) {
-        free(c);
-        w->masks = NULL;
-    }
-}
-
-static void exch_worker_refresh(struct worker *w)
-{
-    exchange_worker_masks(w, false);
-}
-
-static void exch_worker_free(struct worker *w)
-{
-    exchange_worker_masks(w, true);
-}
-
-const struct worker_module exchange_worker_module = {
-    .name = "exchange",
-    .refresh = exch_worker_refresh,
-    .wake = exchange_oauth_wake,
-    .free = exch_worker_free,
-};

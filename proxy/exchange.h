@@ -80,10 +80,11 @@ struct exch_conn {
 /* Frees what the caches hold (the transport's teardown). */
 void exch_conn_release(struct exch_conn *cc);
 
-/* The exchange's part of each worker: its maskers dropped after a reload and at the end, its
- * requests parked for a token woken by the token manager (exchange_worker_masks,
- * exchange_oauth_wake). */
-extern const struct worker_module exchange_worker_module;
+/* The exchange's parts of each worker (proxy/modules.c registers them): the maskers kept
+ * between requests, dropped after a reload and at the end (exchange_life.c); the requests
+ * parked for a token, woken by the token manager (exchange_cred.c). */
+extern const struct worker_module exchange_masks_module;
+extern const struct worker_module exchange_tokens_module;
 
 /* The worker's maskers kept between requests: those of another snapshot than the worker's
  * current one are freed (wiped), or all of them (all: the worker's teardown). Worker thread. */
@@ -174,10 +175,6 @@ void exchange_take_upgrade(struct exchange *x, struct bufferevent **up, struct w
 /* After EXCH_END_CONNECT: the CONNECT target's host (normalised) and port, and whether the
  * host is designated (else, in default routing, it is tunnelled without interception). */
 void exchange_connect_target(const struct exchange *x, const char **host, int *port, bool *tunnel);
-
-/* The token manager changed the state of a source: every request of w that waits for a token
- * looks again (goes on, is answered 502, or keeps waiting). Worker thread. */
-void exchange_oauth_wake(struct worker *w);
 
 /* The only teardown: cuts the upstream (with an RST when a message is incomplete), gives back
  * the caches to the connection, and frees x now or when the exchange's callback on the stack

@@ -413,6 +413,7 @@ static int token_try(struct exchange *x, struct http_head *h)
  * worker until the manager has one (bounded). 0, 1 (parked) or -1 (answered). */
 static int oauth_apply(struct exchange *x, struct http_head *h, int src, const char *name)
 {
+    void **parked;
     int rc;
 
     if ((x->cred.osrc = policy_oauth_slot(x->policy, (size_t)src)) == NULL) {
@@ -421,19 +422,28 @@ static int oauth_apply(struct exchange *x, struct http_head *h, int src, const c
     }
     if ((rc = token_try(x, h)) != 1)
         return rc;
+    if ((parked = worker_module_state(x->w, &exchange_tokens_module)) == NULL) {
+        token_failed(x, name, VG_R_OAUTH_FAILED); /* no token wake-up on this worker */
+        return -1;
+    }
     exch_set_req(x, EXCH_REQ_TOKEN);
-    park_link(x, &x->w->parked);
+    park_link(x, parked);
     exch_arm(x, EXCH_T_TOKEN(x), cred_token_timeout);
     return 1;
 }
 
-void exchange_oauth_wake(struct worker *w)
+/* The token manager changed a source's state: the worker's parked requests look again (the
+ * module's wake hook). */
+static void exchange_oauth_wake(struct worker *w)
 {
-    void *list = w->parked;
+    void **parked = worker_module_state(w, &exchange_tokens_module);
+    void *list = parked != NULL ? *parked : NULL;
 
+    if (list == NULL)
+        return;
     /* the waiting requests move to a list of this call: those that must wait on go back, and
      * one freed meanwhile (a connection closing) unlinks itself from wherever it is */
-    w->parked = NULL;
+    *parked = NULL;
     for (struct exchange *x = list; x != NULL; x = x->park_next)
         x->park_list = &list;
     while (list != NULL) {
@@ -444,12 +454,19 @@ void exchange_oauth_wake(struct worker *w)
         exch_enter(x);
         rc = token_try(x, &x->req->head);
         if (rc == 1)
-            park_link(x, &w->parked);
+            park_link(x, parked);
         else if (rc == 0)
             exch_get_upstream(x);
         exch_leave(x);
     }
 }
+
+/* The requests of a worker parked for a token: this module's state is the head of their list
+ * (worker_module_state); the token manager's eventfd wakes them. */
+const struct worker_module exchange_tokens_module = {
+    .name = "exchange-tokens",
+    .wake = exchange_oauth_wake,
+};
 
 /* The bounded wait for a token ran out (the exchange's timer). */
 static void cred_token_timeout(struct exchange *x)

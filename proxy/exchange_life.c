@@ -216,9 +216,51 @@ void exch_masks_drop(struct exch_masks *c, size_t i)
     c->e[i] = c->e[--c->n];
 }
 
+/* The worker's maskers: this module's state (worker_module_state) is a struct exch_masks, made
+ * at the first masker given back; dropped after a reload (refresh) and at the end (free). */
+static void exch_masks_refresh(struct worker *w)
+{
+    exchange_worker_masks(w, false);
+}
+
+static void exch_masks_free(struct worker *w)
+{
+    exchange_worker_masks(w, true);
+}
+
+const struct worker_module exchange_masks_module = {
+    .name = "exchange-masks",
+    .refresh = exch_masks_refresh,
+    .free = exch_masks_free,
+};
+
+/* The slot of w's masker cache, or NULL on a worker that carries no exchange. */
+static struct exch_masks **masks_slot(struct worker *w)
+{
+    return (struct exch_masks **)worker_module_state(w, &exchange_masks_module);
+}
+
+void exchange_worker_masks(struct worker *w, bool all)
+{
+    struct exch_masks **slot = masks_slot(w);
+    struct exch_masks *c = slot != NULL ? *slot : NULL;
+
+    if (c == NULL)
+        return;
+    for (size_t i = c->n; i-- > 0;) {
+        if (all || c->e[i].gen != w->policy_gen)
+            exch_masks_drop(c, i);
+    }
+    if (all) {
+        free(c);
+        *slot = NULL;
+    }
+}
+
 struct mask *exch_mask_take(struct worker *w, int rule, uint64_t gen)
 {
-    struct exch_masks *c = w->masks;
+    struct exch_masks **slot = masks_slot(w);
+    struct exch_masks *c = slot != NULL ? *slot : NULL;
     struct mask *m;
 
     if (c == NULL)
@@ -239,10 +281,11 @@ struct mask *exch_mask_take(struct worker *w, int rule, uint64_t gen)
 
 void exch_mask_give(struct worker *w, struct mask **mp, int rule, uint64_t gen)
 {
-    struct exch_masks *c = w->masks;
+    struct exch_masks **slot = masks_slot(w);
+    struct exch_masks *c = slot != NULL ? *slot : NULL;
 
-    if (gen != w->policy_gen || (c == NULL && (c = w->masks = calloc(1, sizeof(*c))) == NULL) ||
-        c->n == VG_WORKER_MASKS) {
+    if (gen != w->policy_gen || slot == NULL ||
+        (c == NULL && (c = *slot = calloc(1, sizeof(*c))) == NULL) || c->n == VG_WORKER_MASKS) {
         mask_free(mp);
         return;
     }

@@ -199,10 +199,10 @@ static void stream_fail(struct h2up_stream *s)
 
 /* ---- the worker's connections ----------------------------------------------------------- */
 
-/* The worker keeps the head of its list in w->h2up. */
+/* The head of the worker's list is this module's state (worker_module_state). */
 static struct h2up **head_of(struct worker *w)
 {
-    return (struct h2up **)&w->h2up;
+    return (struct h2up **)worker_module_state(w, &h2up_worker_module);
 }
 
 static void h2up_link(struct h2up *c)

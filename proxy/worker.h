@@ -118,7 +118,6 @@ struct worker {
     struct worker_shared *sh;
     struct event_base *base;
     struct upstream_ctx *up;
-    void *h2up; /* the worker's HTTP/2 upstream connections (h2up.c's list head) */
     struct evconnlistener **levs;
     struct worker_slot *slots; /* accept callback arguments, one per listener */
     size_t nlevs;
@@ -132,8 +131,6 @@ struct worker {
     _Atomic int ctl_cmd;
     int oauth_fd; /* eventfd: the token manager says a token arrived or its endpoint failed */
     struct event *oauth_ev;
-    void *parked; /* exchanges waiting for a token (exchange_cred.c's list head) */
-    void *masks;  /* maskers kept between requests (exchange.c's cache) */
     void *mstate[WORKER_MODULES_MAX]; /* each registered module's state (worker_module_state) */
     bool draining;
     struct event *log_flush_ev;

@@ -32,6 +32,7 @@
 #include "http/http1.h"
 #include "proxy/listen.h"
 #include "proxy/metrics.h"
+#include "proxy/modules.h"
 #include "proxy/origin.h"
 #include "proxy/upstream.h"
 #include "proxy/worker.h"
@@ -272,6 +273,7 @@ static void setup(void)
     sh.upcfg = &cfg;
     w.base = base;
     w.sh = &sh;
+    ck_assert_int_eq(modules_register(&sh, err, sizeof(err)), 0); /* the modules' slots */
     w.up = upstream_ctx_new(base, &cfg, err, sizeof(err));
     ck_assert_msg(w.up != NULL, "%s", err);
 }
@@ -740,6 +742,7 @@ static void setup_fake(void)
     sh.mode = POLICY_MODE_DEFAULT;
     w.base = base;
     w.sh = &sh;
+    ck_assert_int_eq(modules_register(&sh, err, sizeof(err)), 0); /* the modules' slots */
     memset(&fo, 0, sizeof(fo));
     fo.sent = evbuffer_new();
 }

@@ -554,7 +554,7 @@ void exchange_connect_target(const struct exchange *x, const char **host, int *p
 struct exchange *exchange_new(struct exch_conn *cc, const struct exchange_ops *ops, void *t,
                               const struct timespec *t0)
 {
-    struct exchange *x = calloc(1, sizeof(*x));
+    struct exchange *x = exch_spare_take(cc->w);
 
     if (x == NULL)
         return NULL;
@@ -625,13 +625,22 @@ static void exch_worker_refresh(struct worker *w)
     exchange_worker_masks(w, false);
 }
 
+static int exch_worker_init(struct worker *w, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    exch_spares_init(w);
+    return 0;
+}
+
 static void exch_worker_free(struct worker *w)
 {
     exchange_worker_masks(w, true);
+    exch_spares_free(w);
 }
 
 const struct worker_module exchange_worker_module = {
     .name = "exchange",
+    .init = exch_worker_init,
     .refresh = exch_worker_refresh,
     .wake = exchange_oauth_wake,
     .free = exch_worker_free,

@@ -82,7 +82,8 @@ void exch_conn_release(struct exch_conn *cc);
 
 /* The exchange's part of each worker: its maskers dropped after a reload and at the end, its
  * requests parked for a token woken by the token manager (exchange_worker_masks,
- * exchange_oauth_wake). */
+ * exchange_oauth_wake), the memory of ended exchanges kept for the next requests (at most
+ * VG_WORKER_EXCHANGES). */
 extern const struct worker_module exchange_worker_module;
 
 /* The worker's maskers kept between requests: those of another snapshot than the worker's

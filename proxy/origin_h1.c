@@ -368,6 +368,7 @@ int origin_h1_attach(struct origin_conn *c, struct bufferevent *bev, bool route_
     /* a spare origin brings a reset parser and an empty stage */
     if (c->io.stage == NULL)
         c->io.stage = evbuffer_new();
+    c->parser_reusable = false; /* again once the connection goes back to the pool */
     if (c->parser != NULL)
         http1_parser_set_arg(c->parser, c);
     else

@@ -49,7 +49,7 @@ struct origin_conn {
     bool body_paused;         /* request body held until the connection drains */
     bool answered;            /* a final response head went to the exchange */
     bool done;                /* the response ended (resp.on_done went through) */
-    bool parser_reusable;     /* the connection went back to the pool: the parser may serve again */
+    bool parser_reusable;     /* the parser is unused, or its connection went back to the pool */
     uint64_t resp_bytes;      /* response bytes parsed */
 };
 

@@ -68,6 +68,7 @@ void origin_spare_give(struct origin_conn *c)
     }
     explicit_bzero(c, sizeof(*c));
     c->parser = parser;
+    c->parser_reusable = parser != NULL; /* until an HTTP/1.1 adapter uses it */
     c->io.stage = stage;
     sp->c[sp->n++] = c;
 }

@@ -56,6 +56,8 @@
 #define VG_CONN_IN_MAX        (256 * 1024) /* read high watermark of each side's input */
 #define VG_WORKER_MASKS       64 /* maskers a worker keeps for the next credentialed requests */
 #define VG_WORKER_SPARES      64 /* request parsers and stage buffers a worker keeps for reuse */
+#define VG_WORKER_ORIGINS     64 /* spare origins (response parser, stage) a worker keeps */
+#define VG_WORKER_EXCHANGES   64 /* spare exchanges (timer, scratch buffer) a worker keeps */
 #define VG_LISTEN_BACKLOG     4096
 #define VG_WORKERS_MAX        256
 #define VG_LISTENERS_MAX      32

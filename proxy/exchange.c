@@ -554,7 +554,7 @@ void exchange_connect_target(const struct exchange *x, const char **host, int *p
 struct exchange *exchange_new(struct exch_conn *cc, const struct exchange_ops *ops, void *t,
                               const struct timespec *t0)
 {
-    struct exchange *x = calloc(1, sizeof(*x));
+    struct exchange *x = exch_spare_take(cc->w);
 
     if (x == NULL)
         return NULL;

@@ -80,9 +80,11 @@ struct exch_conn {
 /* Frees what the caches hold (the transport's teardown). */
 void exch_conn_release(struct exch_conn *cc);
 
-/* The exchange's parts of each worker (proxy/modules.c registers them): the maskers kept
- * between requests, dropped after a reload and at the end (exchange_life.c); the requests
- * parked for a token, woken by the token manager (exchange_cred.c). */
+/* The exchange's parts of each worker (proxy/modules.c registers them): the memory of ended
+ * exchanges kept for the next requests (at most VG_WORKER_EXCHANGES) and the maskers kept
+ * between requests, dropped after a reload and at the end (exchange_life.c); the requests parked
+ * for a token, woken by the token manager (exchange_cred.c). */
+extern const struct worker_module exchange_spares_module;
 extern const struct worker_module exchange_masks_module;
 extern const struct worker_module exchange_tokens_module;
 

@@ -154,8 +154,12 @@ void exch_fail(struct exchange *x, int status, const char *type, const char *det
                const char *reason);
 void exch_finish(struct exchange *x, enum exch_end how);
 void exch_drop_upstream(struct exchange *x, bool abort);
-/* Frees the memory of x (what the connection lent was given back by exchange_free). */
+/* Frees the memory of x (what the connection lent was given back by exchange_free), or keeps
+ * it (zeroed, with its timer and empty scratch buffer) among the worker's spares. */
 void exch_destroy(struct exchange *x);
+/* A zeroed exchange for w (a spare, maybe with its timer and scratch buffer), or NULL. */
+struct exchange *exch_spare_take(struct worker *w);
+/* The worker's spares: made at its start, freed at its end (the module's hooks). */
 
 /*
  * A masker is built for one rule's forms of one snapshot. It is no connection's: an idle

@@ -17,6 +17,7 @@
 #include "proxy/worker.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include <event2/event.h>
 
@@ -197,15 +198,95 @@ void exch_fail(struct exchange *x, int status, const char *type, const char *det
     exch_finish(x, EXCH_END_CLOSE);
 }
 
-/* Frees the memory of x (everything the connection lent was given back by exchange_free). */
+/* ---- the worker's spare exchanges --------------------------------------------------------- */
+
+/*
+ * The memory of an ended exchange, with its timer and its filter's empty scratch buffer, serves
+ * the next request of any connection of the worker: at most VG_WORKER_EXCHANGES are kept (a
+ * stack), zeroed (the credential's copies with them), the timer not pending. The state of the
+ * module exchange_spares_module, made by its init and freed by its free hook.
+ */
+struct exch_spares {
+    size_t n;
+    struct exchange *x[VG_WORKER_EXCHANGES];
+};
+
+static struct exch_spares *exch_spares(struct worker *w)
+{
+    void **st = w != NULL ? worker_module_state(w, &exchange_spares_module) : NULL;
+
+    return st != NULL ? *st : NULL;
+}
+
+struct exchange *exch_spare_take(struct worker *w)
+{
+    struct exch_spares *sp = exch_spares(w);
+
+    if (sp != NULL && sp->n > 0)
+        return sp->x[--sp->n];
+    return calloc(1, sizeof(struct exchange));
+}
+
+static int exch_spares_init(struct worker *w, char *err, size_t errlen)
+{
+    void **st = worker_module_state(w, &exchange_spares_module);
+
+    (void)err, (void)errlen;
+    if (st != NULL && *st == NULL)
+        *st = calloc(1, sizeof(struct exch_spares)); /* none: every exchange is allocated */
+    return 0;
+}
+
+static void exch_spares_free(struct worker *w)
+{
+    void **st = worker_module_state(w, &exchange_spares_module);
+    struct exch_spares *sp = st != NULL ? *st : NULL;
+
+    if (sp == NULL)
+        return;
+    *st = NULL; /* an exchange freed later (none should be) is freed, not kept */
+    while (sp->n > 0) {
+        struct exchange *x = sp->x[--sp->n];
+
+        exch_destroy(x); /* no spares any more: freed */
+    }
+    free(sp);
+}
+
+/* Frees the memory of x (everything the connection lent was given back by exchange_free), or
+ * keeps it, zeroed, for the worker's next request. */
 void exch_destroy(struct exchange *x)
 {
+    struct exch_spares *sp = exch_spares(x->w);
+    struct event *timer = x->timer;
+    struct evbuffer *scratch = x->rf.scratch;
+
+    if (sp != NULL && sp->n < VG_WORKER_EXCHANGES && scratch != NULL &&
+        evbuffer_get_length(scratch) == 0)
+        x->rf.scratch = NULL; /* kept */
+    else
+        scratch = NULL;
     exch_filter_free(&x->rf);
     policy_unref(&x->policy);
-    if (x->timer != NULL)
-        event_free(x->timer);
-    free(x);
+    if (sp == NULL || sp->n >= VG_WORKER_EXCHANGES) {
+        if (timer != NULL)
+            event_free(timer);
+        free(x);
+        return;
+    }
+    if (timer != NULL)
+        evtimer_del(timer);
+    explicit_bzero(x, sizeof(*x));
+    x->timer = timer; /* its callback's argument is this memory still */
+    x->rf.scratch = scratch;
+    sp->x[sp->n++] = x;
 }
+
+const struct worker_module exchange_spares_module = {
+    .name = "exchange-spares",
+    .init = exch_spares_init,
+    .free = exch_spares_free,
+};
 
 /* ---- the worker's maskers ---------------------------------------------------------------- */
 

@@ -189,7 +189,7 @@ static struct origin *oup_get(struct worker *w, const struct origin_want *want,
     struct origin_conn *c;
     size_t n = strlen(want->host);
 
-    if (n >= sizeof(c->host) || (c = calloc(1, sizeof(*c))) == NULL)
+    if (n >= sizeof(c->host) || (c = origin_spare_take(w)) == NULL)
         return NULL;
     memcpy(c->host, want->host, n + 1);
     c->o.ops = &owait_ops;

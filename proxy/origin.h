@@ -132,6 +132,11 @@ struct origin_source {
  * being made, a pooled HTTP/1.1 connection, or a dial of its own (upstream.c, h2up.c). */
 extern const struct origin_source origin_upstreams;
 
+/* The origins' part of each worker: the memory of ended origins (with an HTTP/1.1 response
+ * parser and stage) kept for the next requests, at most VG_WORKER_ORIGINS (origin_spare.c). */
+struct worker_module;
+extern const struct worker_module origin_worker_module;
+
 static inline int origin_request(struct origin *o, const struct http_head *h, enum http1_body body,
                                  uint64_t len, bool sensitive)
 {

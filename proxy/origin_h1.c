@@ -334,6 +334,7 @@ static void oh1_release(struct origin *o, bool req_done)
         bufferevent_set_timeouts(bev, NULL, NULL);
         bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
         c->io.bev = NULL;
+        c->parser_reusable = true; /* the response ended and the connection goes on */
         upstream_release(c->up, c->host, c->port, c->tls, bev);
     }
     oh1_close(c, !reuse && !req_done);
@@ -364,7 +365,13 @@ int origin_h1_attach(struct origin_conn *c, struct bufferevent *bev, bool route_
     bufferevent_setwatermark(bev, EV_READ, 0, VG_CONN_IN_MAX);
     bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
     bufferevent_set_timeouts(bev, NULL, NULL);
-    c->io.stage = evbuffer_new();
-    c->parser = http1_parser_new(HTTP1_RESPONSE, &oh1_callbacks, c);
+    /* a spare origin brings a reset parser and an empty stage */
+    if (c->io.stage == NULL)
+        c->io.stage = evbuffer_new();
+    c->parser_reusable = false; /* again once the connection goes back to the pool */
+    if (c->parser != NULL)
+        http1_parser_set_arg(c->parser, c);
+    else
+        c->parser = http1_parser_new(HTTP1_RESPONSE, &oh1_callbacks, c);
     return c->io.stage != NULL && c->parser != NULL ? 0 : -1;
 }

@@ -49,6 +49,7 @@ struct origin_conn {
     bool body_paused;         /* request body held until the connection drains */
     bool answered;            /* a final response head went to the exchange */
     bool done;                /* the response ended (resp.on_done went through) */
+    bool parser_reusable;     /* the parser is unused, or its connection went back to the pool */
     uint64_t resp_bytes;      /* response bytes parsed */
 };
 
@@ -57,13 +58,16 @@ static inline void origin_enter(struct origin_conn *c)
     defer_enter(&c->defer);
 }
 
-/* Frees what the adapters left and c itself. */
+/* origin_spare.c: a zeroed origin for w (a spare of the worker's, or a new one), or NULL when
+ * out of memory; it may come with a reset response parser and an empty stage. */
+struct origin_conn *origin_spare_take(struct worker *w);
+/* The end of c: its memory, parser and stage go to its worker's spares (zeroed, reset, wiped)
+ * or are freed. */
+void origin_spare_give(struct origin_conn *c);
+
 static inline void origin_destroy(struct origin_conn *c)
 {
-    http1_parser_free(&c->parser);
-    if (c->io.stage != NULL)
-        evbuffer_free(c->io.stage);
-    free(c);
+    origin_spare_give(c);
 }
 
 static inline void origin_leave(struct origin_conn *c)

@@ -42,7 +42,7 @@ struct worker;
 struct oauth;
 
 /* Modules a run may register (worker_module_add). */
-#define WORKER_MODULES_MAX 8
+#define WORKER_MODULES_MAX 16
 
 /*
  * A part of the proxy that accepts on the workers' listeners or keeps state on each worker.

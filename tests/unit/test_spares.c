@@ -1,0 +1,237 @@
+/*
+ * test_spares.c - the worker's spare exchanges (proxy/exchange_life.c) and spare origins
+ * (proxy/origin_spare.c): what an ended one leaves for the next request of the worker, zeroed,
+ * with only what may serve again, and nothing kept without the module's state. The worker is
+ * built by hand (no threads, no sockets); the exchange's origin is a source that has none.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "http/http1.h"
+#include "policy/policy.h"
+#include "proxy/exchange.h"
+#include "proxy/exchange_int.h"
+#include "proxy/listen.h"
+#include "proxy/metrics.h"
+#include "proxy/origin.h"
+#include "proxy/origin_int.h"
+#include "proxy/worker.h"
+
+static const char vault_json[] = "{\"version\":1,\"run\":{\"id\":\"run-s\",\"user\":\"u\"},"
+                                 "\"secrets\":{},\"rules\":[],"
+                                 "\"host_policy\":{\"default\":\"allow\"}}";
+
+static struct event_base *base;
+static struct worker_shared sh;
+static struct worker w;
+static struct listen_addr la = {.kind = LISTEN_HTTP, .port = 8080, .label = "http test"};
+
+static void setup(void)
+{
+    char err[256];
+
+    base = event_base_new();
+    ck_assert_ptr_nonnull(base);
+    ck_assert_int_eq(metrics_init(1), 0);
+    pthread_mutex_init(&sh.policy_lock, NULL);
+    sh.policy = policy_parse(vault_json, sizeof(vault_json) - 1, err, sizeof(err));
+    ck_assert_msg(sh.policy != NULL, "%s", err);
+    sh.mode = POLICY_MODE_DEFAULT;
+    w.base = base;
+    w.sh = &sh;
+    ck_assert_int_eq(worker_module_add(&sh, &origin_worker_module), 0);
+    ck_assert_int_eq(worker_module_add(&sh, &exchange_spares_module), 0);
+    ck_assert_int_eq(origin_worker_module.init(&w, err, sizeof(err)), 0);
+    ck_assert_int_eq(exchange_spares_module.init(&w, err, sizeof(err)), 0);
+}
+
+static void teardown(void)
+{
+    exchange_spares_module.free(&w);
+    origin_worker_module.free(&w);
+    policy_unref(&w.policy);
+    policy_unref(&sh.policy);
+    event_base_free(base);
+    metrics_shutdown();
+    memset(&w, 0, sizeof(w));
+    memset(&sh, 0, sizeof(sh));
+}
+
+/* ---- a transport that notes how the exchange ended; a source with no origin ---------------- */
+
+static int ended_status;
+static bool ended;
+
+static int t_head(void *t, struct http_head *h, enum exch_body b, uint64_t len, bool close)
+{
+    return 0;
+}
+
+static int t_body(void *t, struct evbuffer *buf)
+{
+    return evbuffer_drain(buf, evbuffer_get_length(buf));
+}
+
+static int t_end(void *t, struct http_head *trailers)
+{
+    return 0;
+}
+
+static int t_error(void *t, int status, const char *type, const char *details, const char *host)
+{
+    ended_status = status;
+    return 0;
+}
+
+static size_t t_room(void *t)
+{
+    return 1 << 20;
+}
+
+static void t_nothing(void *t)
+{
+}
+
+static void t_finished(void *t, enum exch_end how)
+{
+    ended = true;
+}
+
+static const struct exchange_ops t_ops = {t_head, t_body,    t_end,     t_error,
+                                          t_room, t_nothing, t_nothing, t_finished};
+
+static struct origin *none_get(struct worker *wk, const struct origin_want *want,
+                               const struct origin_cbs *cbs, void *arg)
+{
+    return NULL; /* out of memory, as far as the exchange knows */
+}
+
+static void none_start(struct origin *o)
+{
+}
+
+static const struct origin_source none_source = {none_get, none_start};
+
+static struct http1_msg *parsed;
+
+static int on_head(void *arg, struct http1_msg *msg)
+{
+    parsed = msg;
+    return 1;
+}
+
+static const struct http1_callbacks req_cb = {on_head, NULL, NULL, NULL};
+
+/* One request to open.test on connection cc, answered by the exchange itself (no origin). */
+static struct exchange *one_request(struct exch_conn *cc, bool *timer_on_new)
+{
+    static const char raw[] = "GET / HTTP/1.1\r\nHost: open.test\r\n\r\n";
+    struct http1_parser *p = http1_parser_new(HTTP1_REQUEST, &req_cb, NULL);
+    struct exchange *x = exchange_new(cc, &t_ops, NULL, NULL), *mem = x;
+
+    ck_assert_ptr_nonnull(x);
+    *timer_on_new = x->timer != NULL;
+    ck_assert_str_eq(exchange_host(x), "");
+    ck_assert(!exchange_responding(x));
+    ended = false;
+    ended_status = 0;
+    ck_assert_int_gt(http1_feed(p, raw, sizeof(raw) - 1), 0);
+    exchange_request(x, parsed);
+    ck_assert(ended);
+    ck_assert_int_eq(ended_status, 502);
+    exchange_free(&x);
+    http1_parser_free(&p);
+    return mem;
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
+
+/* The second exchange is the first's memory, zeroed, with its timer kept (not pending). */
+START_TEST(test_exchange_spare)
+{
+    struct exch_conn cc = {.w = &w, .la = &la, .id = 1, .default_port = 80};
+    struct exchange *first, *second;
+    bool timer;
+
+    cc.origins = &none_source;
+    first = one_request(&cc, &timer);
+    ck_assert(!timer); /* new memory */
+    second = one_request(&cc, &timer);
+    ck_assert_ptr_eq(second, first);
+    ck_assert(timer); /* ... kept: the timer was armed for the upstream */
+    ck_assert(!evtimer_pending(second->timer, NULL));
+    exch_conn_release(&cc);
+}
+END_TEST
+
+/* An origin comes back zeroed: its parser reset when it may serve again, else freed; its stage
+ * kept only empty. */
+START_TEST(test_origin_spare)
+{
+    struct origin_conn *c = origin_spare_take(&w), *again;
+    struct http1_parser *parser;
+
+    ck_assert_ptr_nonnull(c);
+    c->w = &w;
+    snprintf(c->host, sizeof(c->host), "up.test");
+    parser = c->parser = http1_parser_new(HTTP1_RESPONSE, NULL, NULL);
+    c->parser_reusable = true;
+    c->io.stage = evbuffer_new();
+    evbuffer_add(c->io.stage, "x", 1);
+    origin_spare_give(c);
+    again = origin_spare_take(&w);
+    ck_assert_ptr_eq(again, c);
+    ck_assert_ptr_eq(again->parser, parser);
+    ck_assert(again->parser_reusable);
+    ck_assert_ptr_null(again->io.stage); /* it held bytes: freed */
+    ck_assert_str_eq(again->host, "");
+    ck_assert_ptr_null(again->w);
+
+    again->w = &w;
+    again->parser_reusable = false; /* used, its connection not pooled */
+    again->io.stage = evbuffer_new();
+    origin_spare_give(again);
+    c = origin_spare_take(&w);
+    ck_assert_ptr_null(c->parser);
+    ck_assert_ptr_nonnull(c->io.stage); /* empty: kept */
+    c->w = &w;
+    origin_spare_give(c); /* the module's free hook frees it */
+}
+END_TEST
+
+/* Without the module's state (a worker whose init did not run) nothing is kept. */
+START_TEST(test_no_state)
+{
+    struct origin_conn *c;
+
+    origin_worker_module.free(&w);
+    c = origin_spare_take(&w);
+    ck_assert_ptr_nonnull(c);
+    c->w = &w;
+    c->io.stage = evbuffer_new();
+    origin_spare_give(c); /* freed (ASan sees a leak otherwise) */
+    c = origin_spare_take(&w);
+    ck_assert_ptr_null(c->io.stage);
+    c->w = &w;
+    origin_spare_give(c);
+}
+END_TEST
+
+Suite *suite_spares(void);
+
+Suite *suite_spares(void)
+{
+    Suite *s = suite_create("spares");
+    TCase *tc = tcase_create("spares");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_exchange_spare);
+    tcase_add_test(tc, test_origin_spare);
+    tcase_add_test(tc, test_no_state);
+    suite_add_tcase(s, tc);
+    return s;
+}

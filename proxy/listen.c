@@ -7,7 +7,8 @@
  * spreads connections over workers without a shared accept lock; an address something else
  * already listens on - another vaultgate of the same user included, which SO_REUSEPORT alone
  * would let in to take a share of the connections - fails the start, with no race (see
- * bind_one and listen_listen_all).
+ * bind_one and listen_listen_all); accepting takes one accept4 per connection, none to learn that
+ * the queue is empty (listen_accept_batch).
  */
 #include "proxy/listen.h"
 #include "common/caps.h"
@@ -17,6 +18,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <netdb.h>
+#include <sys/socket.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,4 +214,30 @@ int listen_default_max_conns(size_t naddrs, int nworkers, long nofile)
     if (n < 16)
         n = 16; /* a tiny descriptor limit: accept pauses on EMFILE do the rest */
     return n > VG_CONN_MAX_LIMIT ? VG_CONN_MAX_LIMIT : (int)n;
+}
+
+int listen_accept_batch(int lfd, int budget, listen_accept_fn fn, void *arg, int *err)
+{
+    int n = 0;
+
+    *err = 0;
+    while (n < budget) {
+        struct sockaddr_storage ss;
+        socklen_t sslen = sizeof(ss);
+        int fd = accept4(lfd, (struct sockaddr *)&ss, &sslen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED && errno != EINTR)
+                *err = errno;
+            break;
+        }
+        n++;
+        fn(arg, fd, (const struct sockaddr *)&ss, sslen);
+    }
+    return n;
+}
+
+int listen_accept_pauses(int e)
+{
+    return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM;
 }

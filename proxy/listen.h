@@ -63,6 +63,28 @@ int listen_listen_all(struct listen_addr *addrs, size_t naddrs, int nworkers, ch
 /* The default connection limit for a descriptor limit of nofile (see VG_CONN_FD_RESERVE). */
 int listen_default_max_conns(size_t naddrs, int nworkers, long nofile);
 
+/* Connections a listening socket accepts per readiness at most (listen_accept_batch). One, as
+ * nginx without multi_accept: the epoll wait is level-triggered, so a connection still queued
+ * reports the socket ready again, and no accept4 is spent learning that the queue is empty. */
+#define LISTEN_ACCEPT_BUDGET 1
+
+/* What listen_accept_batch hands each accepted connection: fd is the callee's from the call on. */
+typedef void (*listen_accept_fn)(void *arg, int fd, const struct sockaddr *sa, socklen_t salen);
+
+/*
+ * Accepts up to budget connections on the listening socket lfd (accept4, non-blocking and
+ * close-on-exec) and hands each to fn, stopping early when the queue is empty (EAGAIN) or a
+ * connection went away before it was taken (ECONNABORTED, EINTR: the socket reports ready again
+ * if more wait). Returns how many were accepted; *err is 0, or the errno of an accept that
+ * failed otherwise (descriptors ran out: EMFILE, ENFILE, ENOBUFS, ENOMEM; see
+ * listen_accept_pauses).
+ */
+int listen_accept_batch(int lfd, int budget, listen_accept_fn fn, void *arg, int *err);
+
+/* Whether accept error e means to stop accepting for a moment: descriptors or memory ran out,
+ * so the connection stays queued and every accept would fail at once. */
+int listen_accept_pauses(int e);
+
 /* Closes every bound socket not yet handed to a worker, and frees the socket arrays. */
 void listen_close_fds(struct listen_addr *addrs, size_t naddrs, int nworkers);
 

@@ -25,7 +25,6 @@
 #include <unistd.h>
 
 #include <event2/event.h>
-#include <event2/listener.h>
 
 enum {
     WORKER_CMD_NONE = 0,
@@ -198,19 +197,40 @@ struct worker_slot {
     struct worker *w;
     const struct listen_addr *la;
     const struct worker_module *m; /* the module that accepts this listener's connections */
-    struct evconnlistener *lev;
-    struct event *resume; /* re-enables accepting after descriptors ran out */
+    int fd;                        /* the listening socket, this slot's; -1 once closed */
+    struct event *ev;              /* readable: connections wait in the queue */
+    struct event *resume;          /* re-enables accepting after descriptors ran out */
 };
 
 #define LISTEN_PAUSE_MS 100 /* accept pause after EMFILE/ENFILE */
 
-static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
-                      void *arg)
+static void accept_one(void *arg, int fd, const struct sockaddr *sa, socklen_t salen)
 {
     struct worker_slot *s = arg;
 
-    (void)l;
-    s->m->accept(s->w, s->la, fd, sa, salen);
+    s->m->accept(s->w, s->la, fd, sa, (int)salen);
+}
+
+/*
+ * The listening socket is readable: up to LISTEN_ACCEPT_BUDGET connections, each handed to the
+ * slot's module. Out of descriptors, the pending connection stays queued and every accept would
+ * fail at once, so the socket leaves the loop for a moment instead of spinning (and logging).
+ */
+static void accept_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct worker_slot *s = arg;
+    struct timeval pause = {0, LISTEN_PAUSE_MS * 1000};
+    int e;
+
+    (void)what;
+    listen_accept_batch(fd, LISTEN_ACCEPT_BUDGET, accept_one, s, &e);
+    if (e == 0)
+        return;
+    if (listen_accept_pauses(e)) {
+        event_del(s->ev);
+        evtimer_add(s->resume, &pause);
+    }
+    log_eventf(LOG_WARN, "accept_error", "accept", "%s on %s", strerror(e), s->la->label);
 }
 
 static void resume_cb(evutil_socket_t fd, short what, void *arg)
@@ -219,42 +239,26 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (s->lev != NULL)
-        evconnlistener_enable(s->lev);
-}
-
-static void accept_error_cb(struct evconnlistener *l, void *arg)
-{
-    int e = EVUTIL_SOCKET_ERROR();
-    struct worker_slot *s = arg;
-    struct timeval pause = {0, LISTEN_PAUSE_MS * 1000};
-
-    /* Out of descriptors: the pending connection stays queued and every accept would fail at
-     * once, so stop accepting for a moment instead of spinning (and logging) in a loop. */
-    if ((e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) && s->resume != NULL) {
-        evconnlistener_disable(l);
-        evtimer_add(s->resume, &pause);
-    }
-    log_eventf(LOG_WARN, "accept_error", "accept", "%s on %s", strerror(e), s->la->label);
+    event_add(s->ev, NULL);
 }
 
 static void worker_free_listeners(struct worker *w)
 {
     if (w->sh != NULL)
         MODULES_RUN(w, stop);
-    for (size_t i = 0; i < w->nlevs; i++) {
-        if (w->levs[i] != NULL)
-            evconnlistener_free(w->levs[i]);
+    for (size_t i = 0; i < w->nslots; i++) {
+        struct worker_slot *s = &w->slots[i];
+
+        if (s->ev != NULL)
+            event_free(s->ev);
+        if (s->resume != NULL)
+            event_free(s->resume);
+        if (s->fd >= 0)
+            close(s->fd);
     }
-    for (size_t i = 0; w->slots != NULL && i < w->sh->naddrs; i++) {
-        if (w->slots[i].resume != NULL)
-            event_free(w->slots[i].resume);
-    }
-    free(w->levs);
     free(w->slots);
-    w->levs = NULL;
     w->slots = NULL;
-    w->nlevs = 0;
+    w->nslots = 0;
 }
 
 void worker_drain(struct worker *w)
@@ -386,34 +390,28 @@ static int worker_listen(struct worker *w, char *err, size_t errlen)
 {
     struct worker_shared *sh = w->sh;
 
-    w->levs = calloc(sh->naddrs > 0 ? sh->naddrs : 1, sizeof(w->levs[0]));
     w->slots = calloc(sh->naddrs > 0 ? sh->naddrs : 1, sizeof(w->slots[0]));
-    if (w->levs == NULL || w->slots == NULL)
+    if (w->slots == NULL)
         return -1;
     for (size_t i = 0; i < sh->naddrs; i++) {
         struct worker_slot *s = &w->slots[i];
 
         s->w = w;
         s->la = &sh->addrs[i];
+        s->fd = sh->addrs[i].fds[w->id];
+        sh->addrs[i].fds[w->id] = -1; /* the slot's now, closed with it */
+        w->nslots = i + 1;
         s->m = module_accepting(sh, s->la->kind);
         if (s->m == NULL) {
             snprintf(err, errlen, "worker %d: nothing accepts on %s", w->id, s->la->label);
             return -1;
         }
         s->resume = evtimer_new(w->base, resume_cb, s);
-        if (s->resume == NULL)
-            return -1;
-        w->levs[i] =
-            evconnlistener_new(w->base, accept_cb, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
-                               0, sh->addrs[i].fds[w->id]);
-        if (w->levs[i] == NULL) {
-            snprintf(err, errlen, "worker %d: listener %s", w->id, sh->addrs[i].label);
+        s->ev = event_new(w->base, s->fd, EV_READ | EV_PERSIST, accept_cb, s);
+        if (s->resume == NULL || s->ev == NULL || event_add(s->ev, NULL) < 0) {
+            snprintf(err, errlen, "worker %d: listener %s", w->id, s->la->label);
             return -1;
         }
-        sh->addrs[i].fds[w->id] = -1; /* owned by the evconnlistener now */
-        s->lev = w->levs[i];
-        w->nlevs = i + 1;
-        evconnlistener_set_error_cb(w->levs[i], accept_error_cb);
     }
     return 0;
 }

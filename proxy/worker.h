@@ -31,7 +31,6 @@
 
 struct event_base;
 struct event;
-struct evconnlistener;
 struct upstream_config;
 struct upstream_ctx;
 struct certcache;
@@ -118,9 +117,8 @@ struct worker {
     struct worker_shared *sh;
     struct event_base *base;
     struct upstream_ctx *up;
-    struct evconnlistener **levs;
-    struct worker_slot *slots; /* accept callback arguments, one per listener */
-    size_t nlevs;
+    struct worker_slot *slots; /* one per listener: its socket, its read event (worker.c) */
+    size_t nslots;
     struct policy *policy; /* this worker's reference to the snapshot of policy_gen */
     uint64_t policy_gen;
     struct worker_link *conns; /* every live connection */

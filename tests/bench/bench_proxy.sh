@@ -27,6 +27,10 @@
 #         perf stat (raw_syscalls:sys_enter and uprobes on libc, added with perf probe when
 #         missing) on the proxy while h2load --h1 sends $CALLS_N requests on $CONNS connections
 #         (not in the default TESTS: the uprobes slow every process that allocates)
+#   hscalls accept4, epoll_ctl, epoll_wait, read, write, recvfrom and sendto per full and per
+#         resumed handshake: perf stat (syscalls:sys_enter_* tracepoints) on the proxy while
+#         hsclient runs as in hs and rs (not in the default TESTS; counts, not rates: they hold
+#         on a loaded machine)
 # and, for the rates, the proxy's own CPU seconds (utime+stime from /proc), so rates are also
 # given per proxy CPU-second: on a small machine the load generator may saturate its core first.
 #
@@ -207,6 +211,35 @@ bench_calls() { # name: system calls and allocations per keep-alive request
     ALLOC[$1]=$(awk -F, -v n="${n:-0}" '/probe_libc/ { a += $1 } END { printf "%.1f", (n > 0 ? a / n : 0) }' "$W/calls.txt")
     echo "$1 per request: ${SYSC[$1]} system calls, ${ALLOC[$1]} allocations (${n:-0} requests)"
 }
+HC_CALLS="accept4 epoll_ctl epoll_wait read write recvfrom sendto"
+declare -A HC_full_accept4 HC_full_epoll_ctl HC_full_epoll_wait HC_full_read HC_full_write \
+    HC_full_recvfrom HC_full_sendto HC_res_accept4 HC_res_epoll_ctl HC_res_epoll_wait \
+    HC_res_read HC_res_write HC_res_recvfrom HC_res_sendto
+bench_hscalls() { # name: system calls per full and per resumed handshake (hsclient)
+    local ev kind sp n c line
+    command -v perf >/dev/null || return 0
+    ev=$(for c in $HC_CALLS; do printf 'syscalls:sys_enter_%s,' "$c"; done)
+    for kind in full res; do
+        perf stat -x, -e "${ev%,}" -p "$(proxy_pids | tr ' ' ',' | sed 's/,*$//')" \
+            -o "$W/hscalls.txt" &
+        sp=$!
+        sleep 0.5
+        hs_run "$1" "hscalls" $([ "$kind" = res ] && echo resume)
+        kill -INT $sp 2>/dev/null || true
+        wait $sp 2>/dev/null || true
+        n=$(echo "$HS_LINE" | awk '{ print $2 }')
+        line=""
+        for c in $HC_CALLS; do
+            printf -v "HC_${kind}_$c[$1]" '%s' "$(awk -F, -v n="${n:-0}" \
+                -v e="syscalls:sys_enter_$c" '$3 == e { printf "%.2f", (n > 0 ? $1 / n : 0) }' \
+                "$W/hscalls.txt")"
+            local -n cnt="HC_${kind}_$c"
+            line+=" $c ${cnt[$1]}"
+            unset -n cnt
+        done
+        echo "$1 per $kind handshake (${n:-0}):$line"
+    done
+}
 bench_h2() { # name: h2load, after a 2 s warm-up run
     local pids c0 c1 out n
     [ "$1" = mitmproxy ] && return 0
@@ -274,6 +307,7 @@ for name in "${ACTIVE[@]}"; do
     [[ " $TESTS " == *" bulk "* ]] && bench_bulk "$name"
     [[ " $TESTS " == *" h2 "* ]] && bench_h2 "$name"
     [[ " $TESTS " == *" calls "* ]] && bench_calls "$name"
+    [[ " $TESTS " == *" hscalls "* ]] && bench_hscalls "$name"
     vg_col "$name" && grep -q '"level":"error"' "$W/vg.stderr" &&
         { echo "vaultgate logged errors:"; grep '"level":"error"' "$W/vg.stderr" | head -5; }
     kill "$MAIN_PID" 2>/dev/null || true
@@ -294,4 +328,8 @@ row "h2 req/s" H2
 row "h2 req/proxy-CPU-s" H2_CPU
 row "idle KiB/conn (lower better)" MEM
 [[ " $TESTS " == *" calls "* ]] && row "syscalls/request" SYSC && row "allocations/request" ALLOC
+if [[ " $TESTS " == *" hscalls "* ]]; then
+    for c in $HC_CALLS; do row "$c/full handshake" "HC_full_$c"; done
+    for c in $HC_CALLS; do row "$c/resumed handshake" "HC_res_$c"; done
+fi
 exit 0

@@ -1,13 +1,19 @@
 /*
- * test_listen.c - the pure parts of the connection path: listener address parsing
- * (proxy/listen.c) and the SNI extension parser of the ClientHello callback (proxy/tls.c).
+ * test_listen.c - the pure parts of the connection path: listener address parsing and the
+ * accept budget and back-off (proxy/listen.c), and the SNI extension parser of the ClientHello
+ * callback (proxy/tls.c).
  */
 #include "proxy/listen.h"
 #include "proxy/tls.h"
 
 #include <arpa/inet.h>
 #include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -209,6 +215,116 @@ START_TEST(test_sni_from_client_hello)
 }
 END_TEST
 
+/* ---- accept: the budget per readiness and the errors that pause ---- */
+
+struct accepted {
+    int fds[8];
+    int n;
+};
+
+static void on_accept(void *arg, int fd, const struct sockaddr *sa, socklen_t salen)
+{
+    struct accepted *a = arg;
+
+    ck_assert_int_eq(sa->sa_family, AF_INET);
+    ck_assert_uint_eq(salen, sizeof(struct sockaddr_in));
+    ck_assert_int_ne(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+    ck_assert_int_ne(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
+    ck_assert_int_lt(a->n, 8);
+    a->fds[a->n++] = fd;
+}
+
+/* A non-blocking loopback listening socket; its address in sin. */
+static int loopback_listener(struct sockaddr_in *sin)
+{
+    socklen_t sl = sizeof(*sin);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+    ck_assert_int_ge(fd, 0);
+    memset(sin, 0, sizeof(*sin));
+    sin->sin_family = AF_INET;
+    sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)sin, sizeof(*sin)), 0);
+    ck_assert_int_eq(listen(fd, 16), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)sin, &sl), 0);
+    return fd;
+}
+
+static int loopback_client(const struct sockaddr_in *sin)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(connect(fd, (const struct sockaddr *)sin, sizeof(*sin)), 0);
+    return fd;
+}
+
+/* Three connections queued: a budget of 2 takes two, the next readiness the third and stops at
+ * the empty queue without an error, and an empty queue takes nothing. */
+START_TEST(test_accept_budget)
+{
+    struct sockaddr_in sin;
+    struct accepted a = {.n = 0};
+    int lfd = loopback_listener(&sin), c[3], e = -1;
+
+    for (int i = 0; i < 3; i++)
+        c[i] = loopback_client(&sin);
+    ck_assert_int_eq(listen_accept_batch(lfd, 2, on_accept, &a, &e), 2);
+    ck_assert_int_eq(e, 0);
+    ck_assert_int_eq(listen_accept_batch(lfd, 2, on_accept, &a, &e), 1);
+    ck_assert_int_eq(e, 0);
+    ck_assert_int_eq(listen_accept_batch(lfd, 2, on_accept, &a, &e), 0);
+    ck_assert_int_eq(e, 0);
+    ck_assert_int_eq(a.n, 3);
+    /* the default: one per readiness */
+    ck_assert_int_eq(LISTEN_ACCEPT_BUDGET, 1);
+    for (int i = 0; i < 3; i++) {
+        close(c[i]);
+        close(a.fds[i]);
+    }
+    close(lfd);
+}
+END_TEST
+
+/* Out of descriptors: nothing accepted, EMFILE reported (a pause), the connection stays queued
+ * and is taken once descriptors are free again. */
+START_TEST(test_accept_emfile)
+{
+    struct sockaddr_in sin;
+    struct accepted a = {.n = 0};
+    struct rlimit old, low;
+    int lfd = loopback_listener(&sin), c = loopback_client(&sin), top = dup(0), e = 0;
+
+    ck_assert_int_ge(top, 0); /* every descriptor below top is open: none left under top + 1 */
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+    low = old;
+    low.rlim_cur = (rlim_t)top + 1;
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+    ck_assert_int_eq(listen_accept_batch(lfd, 4, on_accept, &a, &e), 0);
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+    ck_assert_int_eq(e, EMFILE);
+    ck_assert(listen_accept_pauses(e));
+    ck_assert_int_eq(listen_accept_batch(lfd, 4, on_accept, &a, &e), 1);
+    ck_assert_int_eq(e, 0);
+    close(a.fds[0]);
+    close(c);
+    close(top);
+    close(lfd);
+}
+END_TEST
+
+START_TEST(test_accept_pauses)
+{
+    static const int pause[] = {EMFILE, ENFILE, ENOBUFS, ENOMEM};
+    static const int other[] = {0, EINVAL, EBADF, ENOTSOCK, EPERM};
+
+    for (size_t i = 0; i < sizeof(pause) / sizeof(pause[0]); i++)
+        ck_assert(listen_accept_pauses(pause[i]));
+    for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+        ck_assert(!listen_accept_pauses(other[i]));
+}
+END_TEST
+
 Suite *suite_listen(void);
 
 Suite *suite_listen(void)
@@ -219,6 +335,11 @@ Suite *suite_listen(void)
     tcase_add_loop_test(tc, test_parse_addr, 0, (int)(sizeof(addr_cases) / sizeof(addr_cases[0])));
     tcase_add_test(tc, test_parse_addr_kinds);
     tcase_add_test(tc, test_bind_dns);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("accept");
+    tcase_add_test(tc, test_accept_budget);
+    tcase_add_test(tc, test_accept_emfile);
+    tcase_add_test(tc, test_accept_pauses);
     suite_add_tcase(s, tc);
     tc = tcase_create("tls_sni");
     tcase_add_loop_test(tc, test_sni_from_ext, 0, (int)(sizeof(sni_cases) / sizeof(sni_cases[0])));

@@ -43,6 +43,7 @@
 #include "proxy/h2conn.h"
 #include "proxy/listen.h"
 #include "proxy/metrics.h"
+#include "proxy/modules.h"
 #include "proxy/upstream.h"
 #include "proxy/worker.h"
 
@@ -437,6 +438,8 @@ static void setup(void)
     sh.max_conns = 1000;
     w.base = base;
     w.sh = &sh;
+    if (modules_register(&sh, err, sizeof(err)) < 0) /* the modules' slots, as `run` has them */
+        die("modules", err);
     w.up = upstream_ctx_new(base, &cfg, err, sizeof(err));
     if (w.up == NULL)
         die("upstream ctx", err);

@@ -25,7 +25,8 @@
 struct bevio {
     struct bufferevent *bev; /* NULL once that side is gone */
     struct evbuffer *stage;  /* produced for this side, sent by bevio_push(); may be NULL */
-    bool nocopy; /* stage leads with a wiped block (a head with a secret): never pulled up */
+    bool nocopy; /* stage holds a wiped block (a head with a secret) or record-sized chains:
+                  * written chain by chain, never pulled up */
 };
 
 /*

@@ -289,16 +289,58 @@ static int glue_blk_add(struct bevio *io, struct glue_blk *b, const uint8_t *p, 
     return 0;
 }
 
+/* Space reserved at the end of the stage (no wipe): frames are copied straight into it. */
+struct glue_room {
+    struct evbuffer_iovec v;
+    size_t used;
+};
+
+/* Commits what was copied into the reserved space. 0 or -1. */
+static int glue_room_commit(struct bevio *io, struct glue_room *r)
+{
+    int rc;
+
+    if (r->v.iov_base == NULL)
+        return 0;
+    r->v.iov_len = r->used;
+    rc = evbuffer_commit_space(io->stage, &r->v, 1);
+    r->v.iov_base = NULL;
+    r->used = 0;
+    io->nocopy = true; /* chains of a record or more: written as they are, never pulled up */
+    return rc;
+}
+
+/* Copies a frame into the reserved space; when it does not fit, commits and reserves a record's
+ * worth (or the frame's) more, so frames share a chain and one SSL_write. 0 or -1. */
+static int glue_room_add(struct bevio *io, struct glue_room *r, const uint8_t *p, size_t n)
+{
+    if (r->v.iov_base != NULL && r->v.iov_len - r->used < n && glue_room_commit(io, r) < 0)
+        return -1;
+    if (r->v.iov_base == NULL &&
+        evbuffer_reserve_space(io->stage, (ev_ssize_t)(n > H2GLUE_BLOCK ? n : H2GLUE_BLOCK), &r->v,
+                               1) != 1) {
+        r->v.iov_base = NULL;
+        return -1;
+    }
+    memcpy((unsigned char *)r->v.iov_base + r->used, p, n);
+    r->used += n;
+    return 0;
+}
+
 int h2glue_send(nghttp2_session *ng, struct bevio *io, bool wipe)
 {
     struct glue_blk b = {NULL, 0, 0};
+    struct glue_room r = {{NULL, 0}, 0};
+    /* while the socket is backed up the stage moves to the bufferevent's output as it is:
+     * copies there fill small chains, not a reserved record each */
+    bool gather = io->bev != NULL && evbuffer_get_length(bufferevent_get_output(io->bev)) == 0;
     int rc = 0;
 
     for (;;) {
         const uint8_t *p;
         ssize_t n;
 
-        if (bevio_pending(io) + b.len >= VG_CONN_OUT_CAP) {
+        if (bevio_pending(io) + b.len + r.used >= VG_CONN_OUT_CAP) {
             bufferevent_setwatermark(io->bev, EV_WRITE, VG_CONN_OUT_CAP / 2, 0);
             break;
         }
@@ -307,13 +349,15 @@ int h2glue_send(nghttp2_session *ng, struct bevio *io, bool wipe)
             rc = n < 0 ? -1 : 0;
             break;
         }
-        if ((wipe ? glue_blk_add(io, &b, p, (size_t)n) : evbuffer_add(io->stage, p, (size_t)n)) <
-            0) {
-            rc = -1;
+        if (wipe)
+            rc = glue_blk_add(io, &b, p, (size_t)n);
+        else
+            rc = gather ? glue_room_add(io, &r, p, (size_t)n)
+                        : evbuffer_add(io->stage, p, (size_t)n);
+        if (rc < 0)
             break;
-        }
     }
-    if (glue_blk_stage(io, &b) < 0)
+    if (glue_blk_stage(io, &b) < 0 || glue_room_commit(io, &r) < 0)
         rc = -1;
     bevio_push(io);
     return rc;

@@ -91,8 +91,10 @@ const char *h2glue_recv_error(ssize_t n, uint32_t *code);
  * Moves the frames nghttp2 has into io's stage and pushes them, while io holds less than
  * VG_CONN_OUT_CAP; past it the write watermark becomes half the cap, so the write callback
  * comes back for the rest. wipe: the frames go into blocks of up to a TLS record, cleansed when
- * libevent lets go of them (one SSL_write each, never pulled up). 0, or -1 when nghttp2 failed
- * (the session is over) or memory ran out.
+ * libevent lets go of them (one SSL_write each, never pulled up). Without, while the socket
+ * takes bytes, they are copied into a record's worth of space reserved in the stage (written
+ * chain by chain, never pulled up); while it is backed up, appended. 0, or -1 when nghttp2
+ * failed (the session is over) or memory ran out.
  */
 int h2glue_send(nghttp2_session *ng, struct bevio *io, bool wipe);
 

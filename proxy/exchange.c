@@ -603,3 +603,19 @@ void exch_conn_release(struct exch_conn *cc)
 {
     policy_unref(&cc->policy);
 }
+
+void exch_conn_log(const struct exch_conn *cc, enum log_level lvl, const char *event,
+                   const char *reason, const char *detail)
+{
+    struct log_fields f = LOG_FIELDS_INIT;
+
+    if (!log_enabled(lvl))
+        return;
+    f.conn = cc->id;
+    f.client = cc->client_addr;
+    f.listener = cc->la->label;
+    f.host = cc->host[0] != '\0' ? cc->host : NULL;
+    f.reason = reason;
+    f.detail = detail;
+    log_event(lvl, event, &f);
+}

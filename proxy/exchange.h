@@ -26,6 +26,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "audit/log.h"
 #include "common/hostname.h"
 #include "http/http1.h"
 
@@ -79,6 +80,11 @@ struct exch_conn {
 
 /* Frees what the caches hold (the transport's teardown). */
 void exch_conn_release(struct exch_conn *cc);
+
+/* A log line of the connection cc (its id, client, listener and host; never a path), for the
+ * transports and ingress. reason and detail may be NULL. */
+void exch_conn_log(const struct exch_conn *cc, enum log_level lvl, const char *event,
+                   const char *reason, const char *detail);
 
 /* The exchange's parts of each worker (proxy/modules.c registers them): the memory of ended
  * exchanges kept for the next requests (at most VG_WORKER_EXCHANGES) and the maskers kept

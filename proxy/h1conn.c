@@ -57,17 +57,7 @@ static const struct http1_callbacks req_callbacks;
 void h1_log(const struct h1conn *c, enum log_level lvl, const char *event, const char *reason,
             const char *detail)
 {
-    struct log_fields f = LOG_FIELDS_INIT;
-
-    if (!log_enabled(lvl))
-        return;
-    f.conn = c->cc.id;
-    f.client = c->cc.client_addr;
-    f.listener = c->cc.la->label;
-    f.host = c->cc.host[0] != '\0' ? c->cc.host : NULL;
-    f.reason = reason;
-    f.detail = detail;
-    log_event(lvl, event, &f);
+    exch_conn_log(&c->cc, lvl, event, reason, detail);
 }
 
 void h1_set_state(struct h1conn *c, enum h1_state s)

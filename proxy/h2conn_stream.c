@@ -27,16 +27,7 @@
 
 void h2_log(const struct h2conn *c, enum log_level lvl, const char *event, const char *reason)
 {
-    struct log_fields f = LOG_FIELDS_INIT;
-
-    if (!log_enabled(lvl))
-        return;
-    f.conn = c->cc.id;
-    f.client = c->cc.client_addr;
-    f.listener = c->cc.la->label;
-    f.host = c->cc.host[0] != '\0' ? c->cc.host : NULL;
-    f.reason = reason;
-    log_event(lvl, event, &f);
+    exch_conn_log(&c->cc, lvl, event, reason, NULL);
 }
 
 time_t h2_now(void)

@@ -136,17 +136,7 @@ static struct ingress_worker *ingress_state(struct worker *w)
 static void ingress_log(const struct ingress_conn *ic, enum log_level lvl, const char *event,
                         const char *reason, const char *detail)
 {
-    struct log_fields f = LOG_FIELDS_INIT;
-
-    if (!log_enabled(lvl))
-        return;
-    f.conn = ic->cc.id;
-    f.client = ic->cc.client_addr;
-    f.listener = ic->cc.la->label;
-    f.host = ic->cc.host[0] != '\0' ? ic->cc.host : NULL;
-    f.reason = reason;
-    f.detail = detail;
-    log_event(lvl, event, &f);
+    exch_conn_log(&ic->cc, lvl, event, reason, detail);
 }
 
 /* Frees ic; its place in the worker's list is gone already (detached or handed on). */

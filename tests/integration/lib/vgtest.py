@@ -79,12 +79,21 @@ def tmpdir():
     return d
 
 
+_PORTS_GIVEN = set()
+
+
 def free_port(host="127.0.0.1"):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind((host, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port free to bind now that this case has not been given before: the kernel may hand the
+    same ephemeral port to two binds in a row once the first socket is closed."""
+    for _ in range(100):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind((host, 0))
+        port = s.getsockname()[1]
+        s.close()
+        if port not in _PORTS_GIVEN:
+            _PORTS_GIVEN.add(port)
+            return port
+    fail("no free port on %s not given before" % host)
 
 
 def free_loopback_addr(port=443, tries=50):

@@ -240,6 +240,20 @@ bench_hscalls() { # name: system calls per full and per resumed handshake (hscli
         echo "$1 per $kind handshake (${n:-0}):$line"
     done
 }
+# dials_start NAME / dials_end NAME: the proxy's connect(2) calls (its upstream connections
+# opened) between the two, printed, with perf when there is one
+dials_start() {
+    DIALS_PID=""
+    command -v perf >/dev/null || return 0
+    perf stat -x, -e syscalls:sys_enter_connect -p "$(proxy_pids | xargs | tr " " ,)" -o "$W/dials.$1" 2>/dev/null &
+    DIALS_PID=$!
+}
+dials_end() {
+    [ -n "$DIALS_PID" ] || return 0
+    kill -INT "$DIALS_PID" 2>/dev/null || true
+    wait "$DIALS_PID" 2>/dev/null || true
+    echo "$1 upstream connections opened: $(awk -F, '/sys_enter_connect/ { print $1 }' "$W/dials.$1")"
+}
 bench_h2() { # name: h2load, after a 2 s warm-up run
     local pids c0 c1 out n
     [ "$1" = mitmproxy ] && return 0
@@ -249,10 +263,12 @@ bench_h2() { # name: h2load, after a 2 s warm-up run
         --connect-to "127.0.0.1:$PORT" "https://$PX_HOST2:$PORT/" >/dev/null 2>&1 || true
     c0=$(cpu_of $pids)
     perf_start "$1" h2
+    dials_start "$1"
     out=$(load_gen h2load -D "$SECS" -c"$H2_CLIENTS" -m"$H2_STREAMS" \
         -H "authorization: Bearer placeholder" --connect-to "127.0.0.1:$PORT" \
         "https://$PX_HOST2:$PORT/" 2>&1 || true)
     c1=$(cpu_of $pids)
+    dials_end "$1"
     n=$(echo "$out" | awk '/^status codes:/ { gsub(",", ""); print $3 }')
     H2[$1]=$(awk -v n="${n:-0}" -v s="$SECS" 'BEGIN { printf "%.0f", n / s }')
     per_cpu "$c0" "$c1" "${n:-0}"

@@ -55,6 +55,7 @@
 #define VG_CONN_OUT_CAP       (256 * 1024) /* output past this pauses reading the other side */
 #define VG_CONN_IN_MAX        (256 * 1024) /* read high watermark of each side's input */
 #define VG_WORKER_MASKS       64 /* maskers a worker keeps for the next credentialed requests */
+#define VG_WORKER_MASK_SETS   16 /* rules whose masker tables a worker keeps (mask_set) */
 #define VG_WORKER_SPARES      64 /* request parsers and stage buffers a worker keeps for reuse */
 #define VG_WORKER_ORIGINS     64 /* spare origins (response parser, stage) a worker keeps */
 #define VG_WORKER_EXCHANGES   64 /* spare exchanges (timer, scratch buffer) a worker keeps */

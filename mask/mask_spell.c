@@ -230,16 +230,13 @@ size_t mask_spell_max_hold(const struct mask_spell *s)
 
 struct mask_spell_run *mask_spell_run_new(const struct mask_spell *s)
 {
-    struct mask_spell_run *r = calloc(1, sizeof(*r));
+    /* the ring after the struct, in one block */
+    struct mask_spell_run *r = calloc(1, sizeof(*r) + (s->n + 1) * sizeof(*r->ring));
 
     if (r == NULL)
         return NULL;
     r->rlen = s->n + 1;
-    r->ring = calloc(r->rlen, sizeof(*r->ring));
-    if (r->ring == NULL) {
-        free(r);
-        return NULL;
-    }
+    r->ring = (uint32_t *)(void *)(r + 1);
     return r;
 }
 
@@ -250,11 +247,10 @@ void mask_spell_run_free(struct mask_spell_run **rp)
     if (rp == NULL || *rp == NULL)
         return;
     r = *rp;
-    secmem_free(&r->ring, r->rlen * sizeof(*r->ring));
     for (int i = 0; i < 2; i++)
         secmem_free(&r->thr[i].t, r->thr[i].cap * sizeof(*r->thr[i].t));
     free(r->slot);
-    secmem_free(rp, sizeof(*r));
+    secmem_free(rp, sizeof(*r) + r->rlen * sizeof(*r->ring));
 }
 
 void mask_spell_run_reset(struct mask_spell_run *r)

@@ -198,15 +198,21 @@ void mask_set_free(struct mask_set **sp)
     secmem_free(&m, sizeof(*m));
 }
 
+/* One block: the struct, the matcher pointers (nforms, then mask_head's), the shared driver's
+ * scratch, each form's run (mask_spell_run_init), the held-back buffer. */
 struct mask *mask_new_from(struct mask_set *set)
 {
     size_t n = set->nforms, runs = 2 * n * sizeof(struct mask_spell_run *);
-    size_t size = sizeof(struct mask) + runs + n * sizeof(size_t) + 2 * set->maxhold;
-    struct mask *m = calloc(1, size);
-    unsigned char *p = (unsigned char *)m;
+    size_t at = sizeof(struct mask) + runs + n * sizeof(size_t), size = at;
+    struct mask *m;
+    unsigned char *p;
 
-    if (m == NULL)
+    for (size_t k = 0; k < n; k++)
+        size += mask_spell_run_size(set->spell[k]);
+    size += 2 * set->maxhold;
+    if ((m = calloc(1, size)) == NULL)
         return NULL;
+    p = (unsigned char *)m;
     set->refs++;
     m->set = set;
     m->spell = set->spell;
@@ -217,13 +223,11 @@ struct mask *mask_new_from(struct mask_set *set)
     m->run = (struct mask_spell_run **)(void *)(p + sizeof(*m));
     m->hrun = m->run + n;
     m->done = (size_t *)(void *)(p + sizeof(*m) + runs);
-    m->buf = set->maxhold > 0 ? p + sizeof(*m) + runs + n * sizeof(size_t) : NULL;
     for (size_t k = 0; k < n; k++) {
-        if ((m->run[k] = mask_spell_run_new(set->spell[k])) == NULL) {
-            mask_free(&m);
-            return NULL;
-        }
+        m->run[k] = mask_spell_run_init(p + at, set->spell[k]);
+        at += mask_spell_run_size(set->spell[k]);
     }
+    m->buf = set->maxhold > 0 ? p + at : NULL;
     return m;
 }
 
@@ -244,7 +248,7 @@ void mask_free(struct mask **mp)
         return;
     m = *mp;
     for (size_t i = 0; i < m->nforms; i++) {
-        mask_spell_run_free(&m->run[i]);
+        mask_spell_run_fini(m->run[i]); /* in the block */
         mask_spell_run_free(&m->hrun[i]);
     }
     mask_set_free(&m->set);

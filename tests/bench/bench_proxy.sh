@@ -242,12 +242,13 @@ bench_hscalls() { # name: system calls per full and per resumed handshake (hscli
 }
 # dials_start NAME / dials_end NAME N: the proxy's connect(2) calls (its upstream connections
 # opened) between the two, printed, with perf when there is one; and its libc allocations per
-# request (of N) when the uprobes of bench_calls are there
+# request (of N) with H2_ALLOCS=1 when the uprobes of bench_calls are there (they slow every
+# allocation down: the rates of such a run are not comparable)
 dials_start() {
     local ev=syscalls:sys_enter_connect
     DIALS_PID=""
     command -v perf >/dev/null || return 0
-    perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc ' &&
+    [ "${H2_ALLOCS:-0}" = 1 ] && perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc ' &&
         ev="$ev,probe_libc:malloc,probe_libc:calloc,probe_libc:realloc"
     perf stat -x, -e "$ev" -p "$(proxy_pids | xargs | tr " " ,)" -o "$W/dials.$1" 2>/dev/null &
     DIALS_PID=$!

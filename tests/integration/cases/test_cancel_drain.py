@@ -3,7 +3,7 @@
 connection: vaultgate reads the rest of the response, drops it and pools the connection, so the
 next request reuses it (the fake upstream counts accepts). A response body past the drain's
 budget (64 KiB) closes the connection instead, and so does a request the client cut while its
-body was still on the way."""
+body was still on the way; a drain under way when vaultgate stops ends with the worker."""
 import time
 
 import vgtest as t
@@ -61,6 +61,11 @@ try:
     time.sleep(1.0)
     ok(vg)
     t.check(up.accepts == 3, "cut request body: %d upstream connections, wanted 3" % up.accepts)
+
+    # a drain under way when vaultgate stops: its connection is closed with the worker
+    cancel(vg, b"GET /slow HTTP/1.1\r\nHost: api.example.test\r\n\r\n")
+    rc = vg.stop()
+    t.check(rc == 0, "vaultgate stopped with %r while a response was draining" % (rc,))
 finally:
     vg.stop()
     up.stop()

@@ -38,6 +38,22 @@ void h2req_init(struct h2req *r)
     httphead_init(&r->msg.head);
 }
 
+void h2req_clear(struct h2req *r)
+{
+    struct http_head h;
+
+    if (r->path != NULL)
+        explicit_bzero(r->path, r->path_len);
+    free(r->path);
+    if (r->cookie != NULL)
+        explicit_bzero(r->cookie, r->cookie_len);
+    free(r->cookie);
+    httphead_clear(&r->msg.head);
+    h = r->msg.head;
+    memset(r, 0, sizeof(*r));
+    r->msg.head = h;
+}
+
 void h2req_free(struct h2req *r)
 {
     httphead_reset(&r->msg.head);

@@ -52,6 +52,9 @@ struct h2req {
 
 void h2req_init(struct h2req *r);
 void h2req_free(struct h2req *r);
+/* Wipes r and makes it ready for the next request as h2req_init does, keeping the head's arena
+ * and field array within httphead_clear's bounds (h2req_free frees them). */
+void h2req_clear(struct h2req *r);
 
 /* One field (nghttp2's on_header: decoded, unvalidated). Records the first refusal in
  * r->verdict; later fields are ignored once one stands. */

@@ -55,15 +55,26 @@
  * many bytes (and more than this many times). */
 #define MASK_SHARED_RATE 16
 
-struct mask {
+/* The forms' matchers and their shared filter: immutable once made, shared by the maskers made
+ * from them (mask_new_from), freed with the last reference. */
+struct mask_set {
     struct mask_spell **spell; /* cap each: every form given, and each value's base64 forms */
-    struct mask_spell_run **run;
-    struct mask_spell_run **hrun; /* mask_head's (the second half of run's array), made at its
-                                   * first call and kept, reset */
-    size_t *done;                 /* mask_scan_shared's scratch */
     size_t nforms, cap;
     struct mask_filter *filter; /* several forms: where any can begin (AVX2), or NULL */
     size_t maxhold;             /* the most bytes any form can hold back */
+    unsigned long refs;
+};
+
+struct mask {
+    struct mask_set *set;
+    struct mask_spell *const *spell; /* set->spell */
+    struct mask_spell_run **run;     /* nforms, then mask_head's nforms (hrun) */
+    struct mask_spell_run **hrun;    /* mask_head's, made at its first call and kept, reset */
+    size_t *done;                    /* mask_scan_shared's scratch */
+    size_t nforms;
+    const struct mask_filter *filter; /* set->filter */
+    size_t maxhold;                   /* set->maxhold */
+    size_t size;                      /* of this block: the struct, run, done and buf */
     uint64_t matches;
     /* Held-back bytes: buf[start..end), the first of them at stream offset pos. */
     unsigned char *buf; /* 2 * maxhold bytes, wiped on free */
@@ -96,15 +107,14 @@ static size_t mask_b64_derive(const unsigned char *v, size_t n, unsigned int r, 
 }
 
 /* Adds a matcher for form[0..len). 0 or -1. */
-static int mask_add(struct mask *m, const unsigned char *form, size_t len)
+static int mask_add(struct mask_set *m, const unsigned char *form, size_t len)
 {
     size_t k = m->nforms;
 
     if (len > VG_MASK_FORM_MAX || k == m->cap)
         return -1;
     m->nforms++;
-    m->spell[k] = mask_spell_new(form, len);
-    if (m->spell[k] == NULL || (m->run[k] = mask_spell_run_new(m->spell[k])) == NULL)
+    if ((m->spell[k] = mask_spell_new(form, len)) == NULL)
         return -1;
     if (mask_spell_max_hold(m->spell[k]) > m->maxhold)
         m->maxhold = mask_spell_max_hold(m->spell[k]);
@@ -113,7 +123,7 @@ static int mask_add(struct mask *m, const unsigned char *form, size_t len)
 
 /* Adds the base64 forms of the value v[0..n): each alignment in both alphabets, those shorter
  * than MASK_B64_MIN left out, each distinct form once. 0 or -1. */
-static int mask_add_b64(struct mask *m, const unsigned char *v, size_t n)
+static int mask_add_b64(struct mask_set *m, const unsigned char *v, size_t n)
 {
     size_t cap = (8 * n + 16) / 6 + 1, len;
     unsigned char *d = malloc(cap);
@@ -134,21 +144,19 @@ static int mask_add_b64(struct mask *m, const unsigned char *v, size_t n)
     return rc;
 }
 
-struct mask *mask_new(const struct inject_form *forms, size_t nforms)
+struct mask_set *mask_set_new(const struct inject_form *forms, size_t nforms)
 {
-    struct mask *m = NULL, *ret = NULL;
+    struct mask_set *m = NULL, *ret = NULL;
 
     if (nforms > VG_MASK_FORMS_MAX || (nforms > 0 && forms == NULL))
         goto out;
     m = calloc(1, sizeof(*m));
     if (m == NULL)
         goto out;
+    m->refs = 1;
     m->cap = nforms * (1 + MASK_B64_FORMS);
-    if (m->cap > 0 && ((m->spell = calloc(m->cap, sizeof(*m->spell))) == NULL ||
-                       (m->run = calloc(2 * m->cap, sizeof(*m->run))) == NULL ||
-                       (m->done = calloc(m->cap, sizeof(*m->done))) == NULL))
+    if (m->cap > 0 && (m->spell = calloc(m->cap, sizeof(*m->spell))) == NULL)
         goto out;
-    m->hrun = m->run != NULL ? m->run + m->cap : NULL;
     for (size_t i = 0; i < nforms; i++) {
         size_t len = forms[i].len;
 
@@ -163,19 +171,73 @@ struct mask *mask_new(const struct inject_form *forms, size_t nforms)
             mask_add_b64(m, forms[i].bytes, forms[i].len) != 0)
             goto out;
     }
-    if (m->maxhold > 0) {
-        m->buf = calloc(2, m->maxhold);
-        if (m->buf == NULL)
-            goto out;
-    }
     if (m->nforms > 1 && mask_filter_usable() &&
         (m->filter = mask_filter_new(m->spell, m->nforms)) == NULL)
         goto out;
     ret = m;
     m = NULL;
 out:
-    mask_free(&m);
+    mask_set_free(&m);
     return ret;
+}
+
+void mask_set_free(struct mask_set **sp)
+{
+    struct mask_set *m;
+
+    if (sp == NULL || *sp == NULL)
+        return;
+    m = *sp;
+    *sp = NULL;
+    if (--m->refs > 0)
+        return;
+    for (size_t i = 0; i < m->nforms; i++)
+        mask_spell_free(&m->spell[i]);
+    free(m->spell);
+    mask_filter_free(&m->filter);
+    secmem_free(&m, sizeof(*m));
+}
+
+/* One block: the struct, the matcher pointers (nforms, then mask_head's), the shared driver's
+ * scratch, each form's run (mask_spell_run_init), the held-back buffer. */
+struct mask *mask_new_from(struct mask_set *set)
+{
+    size_t n = set->nforms, runs = 2 * n * sizeof(struct mask_spell_run *);
+    size_t at = sizeof(struct mask) + runs + n * sizeof(size_t), size = at;
+    struct mask *m;
+    unsigned char *p;
+
+    for (size_t k = 0; k < n; k++)
+        size += mask_spell_run_size(set->spell[k]);
+    size += 2 * set->maxhold;
+    if ((m = calloc(1, size)) == NULL)
+        return NULL;
+    p = (unsigned char *)m;
+    set->refs++;
+    m->set = set;
+    m->spell = set->spell;
+    m->nforms = n;
+    m->filter = set->filter;
+    m->maxhold = set->maxhold;
+    m->size = size;
+    m->run = (struct mask_spell_run **)(void *)(p + sizeof(*m));
+    m->hrun = m->run + n;
+    m->done = (size_t *)(void *)(p + sizeof(*m) + runs);
+    for (size_t k = 0; k < n; k++) {
+        m->run[k] = mask_spell_run_init(p + at, set->spell[k]);
+        at += mask_spell_run_size(set->spell[k]);
+    }
+    m->buf = set->maxhold > 0 ? p + at : NULL;
+    return m;
+}
+
+struct mask *mask_new(const struct inject_form *forms, size_t nforms)
+{
+    struct mask_set *set = mask_set_new(forms, nforms);
+    struct mask *m = set != NULL ? mask_new_from(set) : NULL;
+
+    mask_set_free(&set);
+    return m;
 }
 
 void mask_free(struct mask **mp)
@@ -186,16 +248,11 @@ void mask_free(struct mask **mp)
         return;
     m = *mp;
     for (size_t i = 0; i < m->nforms; i++) {
-        mask_spell_run_free(&m->run[i]);
+        mask_spell_run_fini(m->run[i]); /* in the block */
         mask_spell_run_free(&m->hrun[i]);
-        mask_spell_free(&m->spell[i]);
     }
-    free(m->run);
-    free(m->spell);
-    free(m->done);
-    mask_filter_free(&m->filter);
-    secmem_free(&m->buf, 2 * m->maxhold);
-    secmem_free(mp, sizeof(*m));
+    mask_set_free(&m->set);
+    secmem_free(mp, m->size);
 }
 
 uint64_t mask_count(const struct mask *m)

@@ -35,6 +35,21 @@ struct mask;
 struct mask *mask_new(const struct inject_form *forms, size_t nforms);
 void mask_free(struct mask **mp);
 
+/*
+ * The part of a masker that depends on the forms alone - each form's matcher tables and the
+ * filter shared by all forms - made once (mask_set_new: the same forms and rules as mask_new)
+ * and shared by any number of maskers (mask_new_from), each of which holds a reference. A set
+ * and its maskers belong to one thread (the reference count is not atomic). mask_set_free drops
+ * the caller's reference; the last one frees the set (wiped). mask_new is mask_set_new,
+ * mask_new_from and mask_set_free in one.
+ */
+struct mask_set;
+struct mask_set *mask_set_new(const struct inject_form *forms, size_t nforms);
+void mask_set_free(struct mask_set **sp);
+
+/* A masker over set's forms: only the stream's state is made (one block, and one per form). */
+struct mask *mask_new_from(struct mask_set *set);
+
 /* Masks len bytes and appends what is safe to emit to out. 0 or -1 (out of memory). */
 int mask_feed(struct mask *m, const char *data, size_t len, struct evbuffer *out);
 

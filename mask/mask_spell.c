@@ -228,19 +228,38 @@ size_t mask_spell_max_hold(const struct mask_spell *s)
 
 /* ---- runs ---- */
 
+size_t mask_spell_run_size(const struct mask_spell *s)
+{
+    size_t n = sizeof(struct mask_spell_run) + (s->n + 1) * sizeof(uint32_t);
+
+    return (n + 7) & ~(size_t)7;
+}
+
+struct mask_spell_run *mask_spell_run_init(void *mem, const struct mask_spell *s)
+{
+    struct mask_spell_run *r = mem; /* the ring after the struct */
+
+    r->rlen = s->n + 1;
+    r->ring = (uint32_t *)(void *)(r + 1);
+    return r;
+}
+
+void mask_spell_run_fini(struct mask_spell_run *r)
+{
+    if (r == NULL)
+        return;
+    for (int i = 0; i < 2; i++)
+        secmem_free(&r->thr[i].t, r->thr[i].cap * sizeof(*r->thr[i].t));
+    free(r->slot);
+    r->slot = NULL;
+    OPENSSL_cleanse(r->ring, r->rlen * sizeof(*r->ring));
+}
+
 struct mask_spell_run *mask_spell_run_new(const struct mask_spell *s)
 {
-    struct mask_spell_run *r = calloc(1, sizeof(*r));
+    void *mem = calloc(1, mask_spell_run_size(s));
 
-    if (r == NULL)
-        return NULL;
-    r->rlen = s->n + 1;
-    r->ring = calloc(r->rlen, sizeof(*r->ring));
-    if (r->ring == NULL) {
-        free(r);
-        return NULL;
-    }
-    return r;
+    return mem != NULL ? mask_spell_run_init(mem, s) : NULL;
 }
 
 void mask_spell_run_free(struct mask_spell_run **rp)
@@ -250,11 +269,8 @@ void mask_spell_run_free(struct mask_spell_run **rp)
     if (rp == NULL || *rp == NULL)
         return;
     r = *rp;
-    secmem_free(&r->ring, r->rlen * sizeof(*r->ring));
-    for (int i = 0; i < 2; i++)
-        secmem_free(&r->thr[i].t, r->thr[i].cap * sizeof(*r->thr[i].t));
-    free(r->slot);
-    secmem_free(rp, sizeof(*r));
+    mask_spell_run_fini(r);
+    secmem_free(rp, sizeof(*r) + r->rlen * sizeof(*r->ring));
 }
 
 void mask_spell_run_reset(struct mask_spell_run *r)

@@ -34,6 +34,13 @@ size_t mask_spell_max_hold(const struct mask_spell *s);
 struct mask_spell_run *mask_spell_run_new(const struct mask_spell *s);
 void mask_spell_run_free(struct mask_spell_run **rp);
 
+/* The same in the caller's memory: mask_spell_run_size bytes (a multiple of 8), zeroed, aligned
+ * for a uint64_t; mask_spell_run_fini frees what the run allocated since and wipes the ring, not
+ * the memory itself. */
+size_t mask_spell_run_size(const struct mask_spell *s);
+struct mask_spell_run *mask_spell_run_init(void *mem, const struct mask_spell *s);
+void mask_spell_run_fini(struct mask_spell_run *r);
+
 /* Forgets the stream (the unit ended): the next scan starts a new stream. */
 void mask_spell_run_reset(struct mask_spell_run *r);
 

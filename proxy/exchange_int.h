@@ -166,21 +166,31 @@ struct exchange *exch_spare_take(struct worker *w);
  * connection would hold ~2 KiB for it. The worker keeps up to VG_WORKER_MASKS of them for the
  * next credentialed requests of any connection (LIFO, so the most recently used stay warm);
  * one of an older snapshot is freed (wiped) as soon as it is seen, and all of them when the
- * worker takes a new snapshot.
+ * worker takes a new snapshot. Beyond those, a new masker is made from the rule's set (the
+ * forms' matcher tables and filter, mask_set_new), which the worker keeps for up to
+ * VG_WORKER_MASK_SETS rules of the current snapshot, so that only the stream's state is made
+ * per exchange, however many run at once.
  */
 struct exch_masks {
-    size_t n;
+    size_t n, nsets;
     struct {
         struct mask *m;
         int rule;
         uint64_t gen;
     } e[VG_WORKER_MASKS];
+    struct {
+        struct mask_set *s;
+        int rule;
+        uint64_t gen;
+    } sets[VG_WORKER_MASK_SETS];
 };
 
 /* Frees entry i of the cache (wiped), the last one taking its place. */
 void exch_masks_drop(struct exch_masks *c, size_t i);
-/* The worker's masker for rule's forms of snapshot gen, now the caller's; NULL when it has none. */
-struct mask *exch_mask_take(struct worker *w, int rule, uint64_t gen);
+/* A masker for rule's forms (forms[0..n)) of snapshot gen, now the caller's: the worker's, or
+ * one made from the rule's set (made first when the worker has none). NULL when out of memory. */
+struct mask *exch_mask_take(struct worker *w, int rule, uint64_t gen,
+                            const struct inject_form *forms, size_t n);
 /* Gives *mp (a masker that finished its stream) to the worker's cache, or frees it; NULLs *mp. */
 void exch_mask_give(struct worker *w, struct mask **mp, int rule, uint64_t gen);
 

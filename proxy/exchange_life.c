@@ -332,19 +332,54 @@ void exchange_worker_masks(struct worker *w, bool all)
         if (all || c->e[i].gen != w->policy_gen)
             exch_masks_drop(c, i);
     }
+    for (size_t i = c->nsets; i-- > 0;) {
+        if (all || c->sets[i].gen != w->policy_gen) {
+            mask_set_free(&c->sets[i].s); /* maskers still running keep theirs */
+            c->sets[i] = c->sets[--c->nsets];
+        }
+    }
     if (all) {
         free(c);
         *slot = NULL;
     }
 }
 
-struct mask *exch_mask_take(struct worker *w, int rule, uint64_t gen)
+/* The worker's set for rule of snapshot gen, made from forms when it has none (kept when there
+ * is room, else the oldest kept one makes room: a set in use lives on in its maskers). NULL when
+ * out of memory; the caller does not own it. */
+static struct mask_set *exch_mask_set(struct exch_masks *c, int rule, uint64_t gen,
+                                      const struct inject_form *forms, size_t n)
+{
+    struct mask_set *s;
+
+    for (size_t i = 0; i < c->nsets; i++) {
+        if (c->sets[i].rule == rule && c->sets[i].gen == gen)
+            return c->sets[i].s;
+    }
+    if ((s = mask_set_new(forms, n)) == NULL)
+        return NULL;
+    if (c->nsets == VG_WORKER_MASK_SETS) {
+        mask_set_free(&c->sets[0].s);
+        c->sets[0] = c->sets[--c->nsets];
+    }
+    c->sets[c->nsets].s = s;
+    c->sets[c->nsets].rule = rule;
+    c->sets[c->nsets].gen = gen;
+    c->nsets++;
+    return s;
+}
+
+struct mask *exch_mask_take(struct worker *w, int rule, uint64_t gen,
+                            const struct inject_form *forms, size_t n)
 {
     struct exch_masks **slot = masks_slot(w);
     struct exch_masks *c = slot != NULL ? *slot : NULL;
+    struct mask_set *s;
     struct mask *m;
 
-    if (c == NULL)
+    if (slot == NULL || gen != w->policy_gen)
+        return mask_new(forms, n);
+    if (c == NULL && (c = *slot = calloc(1, sizeof(*c))) == NULL)
         return NULL;
     for (size_t i = c->n; i-- > 0;) {
         if (c->e[i].gen != w->policy_gen) {
@@ -357,7 +392,8 @@ struct mask *exch_mask_take(struct worker *w, int rule, uint64_t gen)
         c->e[i] = c->e[--c->n];
         return m;
     }
-    return NULL;
+    s = exch_mask_set(c, rule, gen, forms, n);
+    return s != NULL ? mask_new_from(s) : NULL;
 }
 
 void exch_mask_give(struct worker *w, struct mask **mp, int rule, uint64_t gen)

@@ -58,7 +58,8 @@ int exch_mask_setup(struct exchange *x, struct http_head *h, bool keep_ranges)
     if (n == 0 || httphead_add(h, "Accept-Encoding", 15, "identity", 8) < 0)
         return -1;
     return exch_filter_start(
-        &x->rf, exch_cred_dynamic(x) ? NULL : exch_mask_take(x->w, x->rule, x->policy_gen), forms,
+        &x->rf,
+        exch_cred_dynamic(x) ? NULL : exch_mask_take(x->w, x->rule, x->policy_gen, forms, n), forms,
         n);
 }
 

@@ -14,6 +14,7 @@
 #include <event2/bufferevent.h>
 
 struct worker_link;
+struct worker_module;
 struct exch_conn;
 
 /*
@@ -24,5 +25,8 @@ struct exch_conn;
  */
 int h2conn_start(struct worker_link *from, struct exch_conn *cc, struct bufferevent *bev,
                  bool busy);
+
+/* The worker's spare streams (h2conn_stream.c): made at its start, freed at its end. */
+extern const struct worker_module h2stream_worker_module;
 
 #endif

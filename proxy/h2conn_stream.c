@@ -14,6 +14,7 @@
  * - h2s_free() is a stream's only teardown, and it frees the exchange first.
  */
 #include "proxy/h2conn_int.h"
+#include "proxy/h2conn.h"
 #include "common/caps.h"
 #include "proxy/reason.h"
 
@@ -82,25 +83,117 @@ void h2_goaway(struct h2conn *c, uint32_t code, const char *reason)
 
 /* ---- streams ---------------------------------------------------------------------------- */
 
-struct h2s *h2s_new(struct h2conn *c, int32_t id)
-{
-    struct h2s *s = calloc(1, sizeof(*s));
+/*
+ * The worker's spare streams: a stream's memory with its two buffers (empty) and its request's
+ * head storage (wiped, kept within httphead_clear's bounds), kept for the next stream of any
+ * HTTP/2 connection of the worker, at most VG_WORKER_H2_STREAMS (a stack; beyond that freed).
+ */
+struct h2s_spares {
+    size_t n;
+    struct h2s *s[VG_WORKER_H2_STREAMS];
+};
 
-    if (s == NULL)
+static struct h2s_spares *h2s_spares(struct worker *w)
+{
+    void **st = w != NULL ? worker_module_state(w, &h2stream_worker_module) : NULL;
+
+    return st != NULL ? *st : NULL;
+}
+
+/* Frees a stream's memory and what it holds (its request wiped). */
+static void h2s_release(struct h2s *s)
+{
+    h2req_free(&s->req);
+    if (s->in != NULL)
+        evbuffer_free(s->in);
+    if (s->out != NULL)
+        evbuffer_free(s->out);
+    free(s->tnv);
+    free(s->tbuf);
+    free(s);
+}
+
+/* A stream's memory: a spare, or a new one with its buffers. NULL when out of memory. */
+static struct h2s *h2s_take(struct worker *w)
+{
+    struct h2s_spares *sp = h2s_spares(w);
+    struct h2s *s;
+
+    if (sp != NULL && sp->n > 0)
+        return sp->s[--sp->n];
+    if ((s = calloc(1, sizeof(*s))) == NULL)
         return NULL;
+    h2req_init(&s->req);
     s->in = evbuffer_new();
     s->out = evbuffer_new();
     if (s->in == NULL || s->out == NULL) {
-        if (s->in != NULL)
-            evbuffer_free(s->in);
-        if (s->out != NULL)
-            evbuffer_free(s->out);
-        free(s);
+        h2s_release(s);
         return NULL;
     }
+    return s;
+}
+
+/* Keeps a stream's memory among the spares (zeroed but for the emptied buffers and the cleared
+ * request), or frees it. */
+static void h2s_give(struct worker *w, struct h2s *s)
+{
+    struct h2s_spares *sp = h2s_spares(w);
+    struct evbuffer *in = s->in, *out = s->out;
+    struct h2req req;
+
+    if (sp == NULL || sp->n >= VG_WORKER_H2_STREAMS || evbuffer_get_length(in) > 0 ||
+        evbuffer_get_length(out) > 0) {
+        h2s_release(s);
+        return;
+    }
+    free(s->tnv);
+    free(s->tbuf);
+    h2req_clear(&s->req);
+    req = s->req;
+    memset(s, 0, sizeof(*s));
+    s->req = req;
+    s->in = in;
+    s->out = out;
+    sp->s[sp->n++] = s;
+}
+
+static int h2s_spares_init(struct worker *w, char *err, size_t errlen)
+{
+    void **st = worker_module_state(w, &h2stream_worker_module);
+
+    (void)err, (void)errlen;
+    if (st != NULL && *st == NULL)
+        *st = calloc(1, sizeof(struct h2s_spares));
+    return 0; /* without spares every stream is allocated and freed: slower, never wrong */
+}
+
+static void h2s_spares_free(struct worker *w)
+{
+    void **st = worker_module_state(w, &h2stream_worker_module);
+    struct h2s_spares *sp = st != NULL ? *st : NULL;
+
+    if (sp == NULL)
+        return;
+    *st = NULL; /* a stream freed later is freed, not kept */
+    while (sp->n > 0)
+        h2s_release(sp->s[--sp->n]);
+    free(sp);
+}
+
+const struct worker_module h2stream_worker_module = {
+    .name = "h2-streams",
+    .init = h2s_spares_init,
+    .free = h2s_spares_free,
+};
+
+struct h2s *h2s_new(struct h2conn *c, int32_t id)
+{
+    struct h2s *s = h2s_take(c->cc.w);
+
+    if (s == NULL)
+        return NULL;
     s->c = c;
     s->id = id;
-    h2req_init(&s->req);
     clock_gettime(CLOCK_MONOTONIC, &s->t0);
     s->last_io = s->t0.tv_sec;
     s->next = c->streams;
@@ -128,13 +221,8 @@ void h2s_free(struct h2s *s)
     c->nstreams--;
     if (c->nstreams == 0)
         c->idle_since = h2_now();
-    h2req_free(&s->req);
-    evbuffer_free(s->in);
     c->out_bytes -= evbuffer_get_length(s->out);
-    evbuffer_free(s->out);
-    free(s->tnv);
-    free(s->tbuf);
-    free(s);
+    h2s_give(c->cc.w, s);
 }
 
 /* Gives n bytes of a stream's DATA back to the client's stream window. */

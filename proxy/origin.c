@@ -125,7 +125,10 @@ static void oup_open(struct origin_conn *c)
         }
         if (how == H2UP_WAITING)
             return; /* oup_placed follows */
-        c->h2dial = h2up_dial(c->w, c->host, c->port);
+        /* a pooled connection of the key is one on which the server chose http/1.1: taking it
+         * dials nothing that others could wait on */
+        if (!upstream_pooled(c->up, c->host, c->port, c->tls))
+            c->h2dial = h2up_dial(c->w, c->host, c->port);
     }
     oup_dial(c);
 }

@@ -55,7 +55,7 @@ static int oh1_on_head(void *arg, struct http1_msg *msg)
     if (rc != 0 || defer_freed(&c->defer) || (msg->head.status < 200 && msg->head.status != 101))
         return rc;
     c->answered = true;
-    if (msg->head.status >= 200) {
+    if (msg->head.status >= 200 && !c->draining) {
         /* the head arrived: from now on only body idleness counts */
         struct timeval idle = {c->body_idle, 0};
 
@@ -113,6 +113,7 @@ static int oh1_feed(struct origin_conn *c)
         if (defer_freed(&c->defer))
             return -1;
         if (r < 0) {
+            c->broken = true;
             c->o.cbs->failed(c->o.arg, ORIGIN_FAIL_PROTOCOL, ORIGIN_RETRY_NO, NULL);
             return -1;
         }
@@ -201,6 +202,7 @@ static void oh1_event_cb(struct bufferevent *bev, short what, void *arg)
     char detail[256];
 
     origin_enter(c);
+    c->broken = true; /* a close-delimited body ends at an EOF, and the connection with it */
     if (what & BEV_EVENT_EOF) {
         oh1_eof(c);
     } else if (what & BEV_EVENT_TIMEOUT) {
@@ -228,6 +230,7 @@ static int oh1_request(struct origin *o, const struct http_head *h, enum http1_b
     http1_parser_set_request_method(c->parser, h->method);
     c->req_body = body;
     c->head_sent = true;
+    c->req_ended = body == HTTP1_BODY_NONE; /* else at origin_body_end */
     c->io.nocopy = sensitive;
     return (sensitive ? http1_write_request_head_wiped : http1_write_request_head)(c->io.stage, h,
                                                                                    body, len);
@@ -265,6 +268,7 @@ static int oh1_body_end(struct origin *o)
     if (c->req_body == HTTP1_BODY_CHUNKED && http1_write_last_chunk(c->io.stage) < 0)
         return -1;
     bevio_push(&c->io);
+    c->req_ended = true;
     return 0;
 }
 
@@ -340,9 +344,127 @@ static void oh1_release(struct origin *o, bool req_done)
     oh1_close(c, !reuse && !req_done);
 }
 
+/* ---- draining: a cancelled request's response read to its end, the connection pooled ---- */
+
+/* The end of a drain: the connection to the pool when the response ended and allows it, else
+ * closed. */
+static void oh1_drain_end(struct origin_conn *c, bool ended)
+{
+    origin_drain_remove(c);
+    c->draining = false;
+    if (ended)
+        oh1_release(&c->o, true);
+    else
+        oh1_close(c, false);
+}
+
+void origin_h1_drain_stop(struct origin_conn *c)
+{
+    oh1_drain_end(c, false);
+}
+
+/* The response's callbacks while draining (arg: the origin): nothing goes anywhere; a 101 or a
+ * body past VG_ORIGIN_DRAIN_MAX stops the drain. */
+static int drain_on_head(void *arg, struct http1_msg *msg)
+{
+    (void)arg;
+    return msg->head.status == 101 ? -1 : 0;
+}
+
+static int drain_on_body(void *arg, const char *data, size_t len)
+{
+    struct origin_conn *c = arg;
+
+    (void)data;
+    c->drain_bytes += len;
+    return c->drain_bytes > VG_ORIGIN_DRAIN_MAX ? -1 : 0;
+}
+
+static int drain_on_trailers(void *arg, struct http_head *t)
+{
+    (void)arg, (void)t;
+    return 0;
+}
+
+static int drain_on_done(void *arg)
+{
+    (void)arg;
+    return 0;
+}
+
+static void drain_ready(void *arg, enum origin_up up, enum upstream_err err)
+{
+    (void)arg, (void)up, (void)err;
+}
+
+static void drain_after(void *arg)
+{
+    struct origin_conn *c = arg;
+
+    if (c->done)
+        oh1_drain_end(c, true);
+}
+
+static void drain_failed(void *arg, enum origin_fail f, enum origin_retry retry, const char *detail)
+{
+    (void)f, (void)retry, (void)detail;
+    oh1_drain_end(arg, false);
+}
+
+static void drain_more(void *arg)
+{
+    (void)arg;
+}
+
+static const struct origin_cbs drain_cbs = {
+    {drain_on_head, drain_on_body, drain_on_done, drain_on_trailers},
+    drain_ready,
+    drain_after,
+    drain_failed,
+    drain_more,
+};
+
+/*
+ * The exchange let go of a request that went out whole: rather than cut the connection (and
+ * make the next request dial and handshake), the rest of the response is read and dropped, for
+ * at most VG_ORIGIN_DRAIN_MS without input and VG_ORIGIN_DRAIN_MAX body bytes, and the
+ * connection goes back to the pool at its end. A response already complete goes at once.
+ * False when the connection cannot be kept.
+ */
+static bool oh1_drain(struct origin_conn *c)
+{
+    struct timeval t = {VG_ORIGIN_DRAIN_MS / 1000, (VG_ORIGIN_DRAIN_MS % 1000) * 1000};
+
+    if (c->io.bev == NULL || !c->head_sent || !c->req_ended || c->draining || c->broken ||
+        (c->resp != NULL && c->resp->head.status == 101))
+        return false;
+    if (c->done) {
+        oh1_release(&c->o, true);
+        return true;
+    }
+    if (!origin_drain_add(c))
+        return false;
+    c->draining = true;
+    c->o.cbs = &drain_cbs;
+    c->o.arg = c;
+    bufferevent_set_timeouts(c->io.bev, &t, &t);
+    if (c->rd == ORIGIN_H1_FEEDING || c->rd == ORIGIN_H1_AGAIN) {
+        c->rd = ORIGIN_H1_AGAIN; /* cancelled inside the parser loop: it goes on */
+        return true;
+    }
+    c->rd = ORIGIN_H1_READING;
+    bufferevent_enable(c->io.bev, EV_READ);
+    /* what is buffered already is read from the loop, as if it had just arrived */
+    bufferevent_trigger(c->io.bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+    return true;
+}
+
 static void oh1_cancel(struct origin *o, bool abort)
 {
-    oh1_close(oh1(o), abort);
+    struct origin_conn *c = oh1(o);
+
+    if (!oh1_drain(c))
+        oh1_close(c, abort);
 }
 
 static const struct origin_ops oh1_ops = {

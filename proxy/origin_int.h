@@ -50,7 +50,12 @@ struct origin_conn {
     bool answered;            /* a final response head went to the exchange */
     bool done;                /* the response ended (resp.on_done went through) */
     bool parser_reusable;     /* the parser is unused, or its connection went back to the pool */
-    uint64_t resp_bytes;      /* response bytes parsed */
+    bool req_ended;           /* the whole request was staged (origin_body_end) */
+    bool draining;            /* cancelled after the request: the response is read and dropped */
+    bool broken;          /* the parser failed, or the connection saw an EOF, error or timeout */
+    uint64_t resp_bytes;  /* response bytes parsed */
+    uint64_t drain_bytes; /* response body bytes dropped while draining */
+    struct origin_conn *drain_prev, *drain_next; /* the worker's draining origins */
 };
 
 static inline void origin_enter(struct origin_conn *c)
@@ -64,6 +69,11 @@ struct origin_conn *origin_spare_take(struct worker *w);
 /* The end of c: its memory, parser and stage go to its worker's spares (zeroed, reset, wiped)
  * or are freed. */
 void origin_spare_give(struct origin_conn *c);
+
+/* The worker's list of draining origins (closed at its end): add is false when the worker keeps
+ * none (then nothing drains). */
+bool origin_drain_add(struct origin_conn *c);
+void origin_drain_remove(struct origin_conn *c);
 
 static inline void origin_destroy(struct origin_conn *c)
 {
@@ -86,6 +96,9 @@ static inline void origin_gone(struct origin_conn *c)
 /* origin_h1.c: c speaks HTTP/1.1 over bev (taken). 0, or -1 when out of memory (cancel frees
  * what was taken). */
 int origin_h1_attach(struct origin_conn *c, struct bufferevent *bev, bool route_tunnel);
+
+/* Ends a draining origin: its connection closed (the worker ends). */
+void origin_h1_drain_stop(struct origin_conn *c);
 
 /* origin_h2.c: c's stream c->h2s is open: c speaks HTTP/2 from now on. */
 void origin_h2_opened(struct origin_conn *c);

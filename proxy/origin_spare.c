@@ -7,7 +7,8 @@
  * Guarantees: at most VG_WORKER_ORIGINS are kept (a stack; beyond that freed); a kept origin
  * is zeroed, its parser reset (the response head wiped) and only kept when it ended a response
  * that let the connection go on, its stage kept only empty (a wiped block was released, and
- * wiped, when it drained); the worker's end frees them all.
+ * wiped, when it drained); the worker's end frees them all, and closes the connections of the
+ * origins still draining a cancelled request's response (origin_h1.c), which it lists.
  */
 #include "proxy/origin_int.h"
 #include "common/caps.h"
@@ -21,6 +22,7 @@
 struct origin_spares {
     size_t n;
     struct origin_conn *c[VG_WORKER_ORIGINS];
+    struct origin_conn *draining; /* origin_h1.c's draining origins */
 };
 
 static struct origin_spares *origin_spares(struct worker *w)
@@ -73,6 +75,33 @@ void origin_spare_give(struct origin_conn *c)
     sp->c[sp->n++] = c;
 }
 
+bool origin_drain_add(struct origin_conn *c)
+{
+    struct origin_spares *sp = origin_spares(c->w);
+
+    if (sp == NULL)
+        return false;
+    c->drain_prev = NULL;
+    c->drain_next = sp->draining;
+    if (sp->draining != NULL)
+        sp->draining->drain_prev = c;
+    sp->draining = c;
+    return true;
+}
+
+void origin_drain_remove(struct origin_conn *c)
+{
+    struct origin_spares *sp = origin_spares(c->w);
+
+    if (c->drain_prev != NULL)
+        c->drain_prev->drain_next = c->drain_next;
+    else if (sp != NULL && sp->draining == c)
+        sp->draining = c->drain_next;
+    if (c->drain_next != NULL)
+        c->drain_next->drain_prev = c->drain_prev;
+    c->drain_prev = c->drain_next = NULL;
+}
+
 static int origin_worker_init(struct worker *w, char *err, size_t errlen)
 {
     void **st = worker_module_state(w, &origin_worker_module);
@@ -90,6 +119,8 @@ static void origin_worker_free(struct worker *w)
 
     if (sp == NULL)
         return;
+    while (sp->draining != NULL)
+        origin_h1_drain_stop(sp->draining); /* takes it off the list */
     *st = NULL; /* an origin freed later (none should be) is freed, not kept */
     while (sp->n > 0)
         origin_spare_free(sp->c[--sp->n]);

@@ -270,6 +270,11 @@ void upstream_ctx_stats(const struct upstream_ctx *c, struct upstream_stats *out
     out->pool_idle = upstream_pool_idle(c->pool);
 }
 
+bool upstream_pooled(struct upstream_ctx *c, const char *host, int port, int tls)
+{
+    return upstream_pool_count(c->pool, host, port, tls) > 0;
+}
+
 void upstream_release(struct upstream_ctx *c, const char *host, int port, int tls,
                       struct bufferevent *bev)
 {

@@ -98,6 +98,10 @@ void upstream_cancel(struct upstream_req **rp);
 void upstream_release(struct upstream_ctx *c, const char *host, int port, int tls,
                       struct bufferevent *bev);
 
+/* Whether the pool holds an idle connection for (host, port, tls) (host as upstream_get normalises
+ * it): upstream_get will then most likely be served from it. Costs a hash lookup. */
+bool upstream_pooled(struct upstream_ctx *c, const char *host, int port, int tls);
+
 /* Counters of one worker's upstream context (for metrics and tests). */
 struct upstream_stats {
     uint64_t dials;          /* connect(2) calls */

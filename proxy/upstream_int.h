@@ -89,6 +89,8 @@ struct bufferevent *upstream_pool_get(struct upstream_pool *p, const char *host,
                                       bool peek);
 
 size_t upstream_pool_idle(const struct upstream_pool *p);
+/* Idle connections kept for (host, port, tls): no check of them, no allocation. */
+size_t upstream_pool_count(struct upstream_pool *p, const char *host, int port, int tls);
 
 /* ---- the request state machine, shared by upstream.c and upstream_tunnel.c ---------------- */
 

@@ -318,6 +318,13 @@ struct bufferevent *upstream_pool_get(struct upstream_pool *p, const char *host,
     return k != NULL ? pool_checkout(k, peek) : NULL;
 }
 
+size_t upstream_pool_count(struct upstream_pool *p, const char *host, int port, int tls)
+{
+    struct pool_key *k = pool_find(p, host, port, tls, key_hash(host, port, tls));
+
+    return k != NULL ? k->n : 0;
+}
+
 size_t upstream_pool_idle(const struct upstream_pool *p)
 {
     return p->idle;

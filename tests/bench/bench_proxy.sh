@@ -240,6 +240,29 @@ bench_hscalls() { # name: system calls per full and per resumed handshake (hscli
         echo "$1 per $kind handshake (${n:-0}):$line"
     done
 }
+# dials_start NAME / dials_end NAME N: the proxy's connect(2) calls (its upstream connections
+# opened) between the two, printed, with perf when there is one; and its libc allocations per
+# request (of N) with H2_ALLOCS=1 when the uprobes of bench_calls are there (they slow every
+# allocation down: the rates of such a run are not comparable)
+dials_start() {
+    local ev=syscalls:sys_enter_connect
+    DIALS_PID=""
+    command -v perf >/dev/null || return 0
+    [ "${H2_ALLOCS:-0}" = 1 ] && perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc ' &&
+        ev="$ev,probe_libc:malloc,probe_libc:calloc,probe_libc:realloc"
+    perf stat -x, -e "$ev" -p "$(proxy_pids | xargs | tr " " ,)" -o "$W/dials.$1" 2>/dev/null &
+    DIALS_PID=$!
+}
+dials_end() {
+    local allocs
+    [ -n "$DIALS_PID" ] || return 0
+    kill -INT "$DIALS_PID" 2>/dev/null || true
+    wait "$DIALS_PID" 2>/dev/null || true
+    allocs=$(awk -F, -v n="${2:-0}" '/probe_libc/ { a += $1; p = 1 }
+        END { if (p && n > 0) printf ", %.1f allocations per request", a / n }' "$W/dials.$1")
+    echo "$1 upstream connections opened: $(awk -F, '/sys_enter_connect/ { print $1 }' \
+        "$W/dials.$1")$allocs"
+}
 bench_h2() { # name: h2load, after a 2 s warm-up run
     local pids c0 c1 out n
     [ "$1" = mitmproxy ] && return 0
@@ -249,11 +272,13 @@ bench_h2() { # name: h2load, after a 2 s warm-up run
         --connect-to "127.0.0.1:$PORT" "https://$PX_HOST2:$PORT/" >/dev/null 2>&1 || true
     c0=$(cpu_of $pids)
     perf_start "$1" h2
+    dials_start "$1"
     out=$(load_gen h2load -D "$SECS" -c"$H2_CLIENTS" -m"$H2_STREAMS" \
         -H "authorization: Bearer placeholder" --connect-to "127.0.0.1:$PORT" \
         "https://$PX_HOST2:$PORT/" 2>&1 || true)
     c1=$(cpu_of $pids)
     n=$(echo "$out" | awk '/^status codes:/ { gsub(",", ""); print $3 }')
+    dials_end "$1" "${n:-0}"
     H2[$1]=$(awk -v n="${n:-0}" -v s="$SECS" 'BEGIN { printf "%.0f", n / s }')
     per_cpu "$c0" "$c1" "${n:-0}"
     H2_CPU[$1]=$PER

@@ -127,6 +127,37 @@ static void run_cuts(size_t ci, struct mask *m, const char *in, const char *want
     evbuffer_free(out);
 }
 
+/* Maskers made from one set (mask_new_from) mask alike, each with its own stream state, and
+ * outlive the set's own reference: the last masker frees it. */
+START_TEST(test_table_shared_set)
+{
+    const struct mcase *c = &mcases[_i];
+    struct inject_form f[INJECT_MAX_FORMS];
+    size_t n = 0, len = strlen(c->in), cut = len / 2;
+    struct mask_set *set;
+    struct mask *a, *b;
+
+    for (; n < INJECT_MAX_FORMS && c->forms[n] != NULL; n++) {
+        f[n].bytes = (const unsigned char *)c->forms[n];
+        f[n].len = strlen(c->forms[n]);
+        f[n].flags = 0;
+    }
+    set = mask_set_new(f, n);
+    ck_assert_ptr_nonnull(set);
+    a = mask_new_from(set);
+    b = mask_new_from(set);
+    mask_set_free(&set);
+    ck_assert_ptr_null(set);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    run_cuts(_i, a, c->in, c->want, &cut, 1);
+    run_cuts(_i, b, c->in, c->want, NULL, 0);
+    mask_free(&a);
+    run_cuts(_i, b, c->in, c->want, &cut, 1);
+    mask_free(&b);
+}
+END_TEST
+
 START_TEST(test_table_whole_and_splits)
 {
     const struct mcase *c = &mcases[_i];
@@ -1324,6 +1355,7 @@ Suite *suite_mask(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_table_whole_and_splits, 0, NMCASES);
     tcase_add_loop_test(tc, test_table_byte_feeds, 0, NMCASES);
+    tcase_add_loop_test(tc, test_table_shared_set, 0, NMCASES);
     tcase_add_test(tc, test_no_false_holdback);
     tcase_add_test(tc, test_spelled_holdback);
     tcase_add_test(tc, test_long_forms);

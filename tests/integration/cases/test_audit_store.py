@@ -14,12 +14,13 @@ import json
 import os
 import queue
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+from vgtest import free_port
 
 SRC = os.environ.get("VG_SRC") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
@@ -157,14 +158,6 @@ def cli_errors(store_ok):
     print("ok cli errors", flush=True)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def pg(*args):
     return subprocess.run(["sh", PG_SH] + list(args), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, timeout=120)
@@ -234,7 +227,7 @@ def main():
         # The server runs as the postgres user: its directory must be reachable by it.
         pgdir = tempfile.mkdtemp(prefix="vg-pg-")
         os.chmod(pgdir, 0o755)
-        for _ in range(3):  # the free port can be taken before the server binds it: retry
+        for _ in range(3):  # the port is reserved for this case; a failed start tries another
             port = free_port()
             p = pg("start", pgdir, str(port))
             if p.returncode in (0, 77):

@@ -80,19 +80,78 @@ def tmpdir():
 
 
 _PORTS_GIVEN = set()
+_PORT_LOCKS = []  # open files whose flock reserves a port for as long as this process lives
+PORT_LOCK_DIR = "/tmp/vgtest-ports"
+
+
+def _port_span():
+    """The unprivileged ports the kernel never hands out by itself: below (or above) the range it
+    picks ephemeral ports from, for bind(port 0) and for the source port of every connect on the
+    machine. A port from there that is free now stays free until someone binds it by number."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        lo, hi = 32768, 60999
+    if lo - 20000 >= 2000:
+        return 20000, lo - 1
+    if 65535 - hi >= 2000:
+        return hi + 1, 65535
+    return None
+
+
+def _reserve(port):
+    """Takes the machine-wide reservation of port (an flock on a file named after it, held until
+    this process exits), so that cases running at once, in this suite or another, never pick the
+    same port. False when another live process holds it."""
+    import fcntl
+    try:
+        os.makedirs(PORT_LOCK_DIR, mode=0o1777, exist_ok=True)
+        fd = os.open(os.path.join(PORT_LOCK_DIR, str(port)), os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return True  # nowhere to keep reservations: the bind check alone decides
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _PORT_LOCKS.append(fd)
+    return True
+
+
+def _bindable(host, port):
+    """Nothing holds host:port now, for TCP or UDP (no SO_REUSEADDR: a port with connections
+    left in TIME_WAIT counts as taken)."""
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        s = socket.socket(fam, kind)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        finally:
+            s.close()
+    return True
 
 
 def free_port(host="127.0.0.1"):
-    """A port free to bind now that this case has not been given before: the kernel may hand the
-    same ephemeral port to two binds in a row once the first socket is closed."""
-    for _ in range(100):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.bind((host, 0))
-        port = s.getsockname()[1]
-        s.close()
-        if port not in _PORTS_GIVEN:
-            _PORTS_GIVEN.add(port)
-            return port
+    """A port for a server this case starts later (often another process): one the kernel never
+    picks for others (outside the ephemeral range), free now for TCP and UDP, and reserved on
+    the machine for this case, so that nothing takes it between this call and the server's bind:
+    no other case, and no connect's source port. Never the same port twice in one case."""
+    span = _port_span()
+    for _ in range(200):
+        if span is None:
+            s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+            s.close()
+        else:
+            port = random.randint(span[0], span[1])
+        if port in _PORTS_GIVEN or not _bindable(host, port) or not _reserve(port):
+            continue
+        _PORTS_GIVEN.add(port)
+        return port
     fail("no free port on %s not given before" % host)
 
 
@@ -652,8 +711,8 @@ class Vaultgate:
             time.sleep(0.05)
         fail("vaultgate not ready after %ds:\n%s" % (timeout, self.stderr()))
 
-    def admin_get(self, path):
-        c = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=5)
+    def admin_get(self, path, timeout=30):
+        c = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=timeout)
         try:
             c.request("GET", path)
             r = c.getresponse()

@@ -120,13 +120,13 @@ def _reserve(port):
 
 
 def _bindable(host, port):
-    """Nothing holds host:port now, for TCP or UDP (no SO_REUSEADDR: a port with connections
-    left in TIME_WAIT counts as taken)."""
+    """Nothing holds port now on any address of host's family, for TCP or UDP (the wildcard
+    bind, without SO_REUSEADDR: a port with connections left in TIME_WAIT counts as taken)."""
     fam = socket.AF_INET6 if ":" in host else socket.AF_INET
     for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
         s = socket.socket(fam, kind)
         try:
-            s.bind((host, port))
+            s.bind(("::" if fam == socket.AF_INET6 else "0.0.0.0", port))
         except OSError:
             return False
         finally:
@@ -697,7 +697,7 @@ class Vaultgate:
             self.wait_ready()
         return self
 
-    def wait_ready(self, timeout=15):
+    def wait_ready(self, timeout=60):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -46,10 +46,10 @@ try:
 
     # fill the 503 reserve with handshakes that never start (once the two answered above are
     # gone); the next connection is closed at accept
-    t.check(t.wait_for(lambda: active() == LIMIT, timeout=5), "%d connections open" % active())
+    t.check(t.wait_for(lambda: active() == LIMIT, timeout=30), "%d connections open" % active())
     for _ in range(RESERVE):
         raw.append(socket.create_connection(("127.0.0.1", vg.port), timeout=5))
-    t.check(t.wait_for(lambda: active() >= LIMIT + RESERVE, timeout=10),
+    t.check(t.wait_for(lambda: active() >= LIMIT + RESERVE, timeout=30),
             "vaultgate holds %d connections, not %d" % (active(), LIMIT + RESERVE))
     x = socket.create_connection(("127.0.0.1", vg.port), timeout=3)
     t0 = time.monotonic()
@@ -72,7 +72,7 @@ try:
         except OSError:
             return False
 
-    ok = t.wait_for(served, timeout=5, step=0.2)
+    ok = t.wait_for(served, timeout=30, step=0.2)
     t.check(ok, "not served again after the connections closed")
     r = vg.request("api.example.test", REQ)
     t.check(r.status == 200 and up.requests[-1].header("Authorization"), "after recovery %r" % r)

@@ -80,7 +80,7 @@ try:
     c = h2raw.Conn(vg.port, vg.ca)
     c2 = h2raw.Conn(vg.port, vg.ca)
     sids = [c.request(HDRS + [(":path", "/slow/%d" % i)]) for i in range(3)]
-    t.check(t.wait_for(lambda: len(up.requests) == 3, 5), "the slow requests did not arrive")
+    t.check(t.wait_for(lambda: len(up.requests) == 3, 30), "the slow requests did not arrive")
     stop_at = time.monotonic()
     vg.proc.send_signal(signal.SIGTERM)
     # python-h2 closes its state machine at a GOAWAY and refuses the frames a graceful stop

@@ -52,7 +52,7 @@ d, certs, up, vg = t.setup(names=NAMES, vault=vpath, threads=2, audit="sqlite")
 def reload():
     n = len(vg.events("reload"))
     vg.proc.send_signal(signal.SIGHUP)
-    t.check(t.wait_for(lambda: len(vg.events("reload")) > n, timeout=5), "no reload event")
+    t.check(t.wait_for(lambda: len(vg.events("reload")) > n, timeout=30), "no reload event")
     return time.monotonic()
 
 

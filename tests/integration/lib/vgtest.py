@@ -373,8 +373,9 @@ def send_corked(s, pieces):
 
 class FakeUpstream:
     """TLS server on ADDR:443. handler(req, conn_index) returns a list of actions:
-    bytes (sent), ("sleep", s), ("close",), ("corked", [bytes, ...]) (send_corked), ("ws_echo",
-    n), ("raw_echo",). Records raw bytes per connection."""
+    bytes (sent), ("sleep", s), ("call", fn) (fn() returns: to hold a response until the case has
+    seen an event), ("close",), ("corked", [bytes, ...]) (send_corked), ("ws_echo", n),
+    ("raw_echo",). Records raw bytes per connection."""
 
     def __init__(self, cert, key, handler=None, port=443, addr=None, tls=True,
                  continue100=False):
@@ -499,6 +500,8 @@ class FakeUpstream:
                         s.sendall(a)
                     elif a[0] == "sleep":
                         time.sleep(a[1])
+                    elif a[0] == "call":
+                        a[1]()
                     elif a[0] == "close":
                         return
                     elif a[0] == "corked":
@@ -897,7 +900,7 @@ class Witness:
         self.sock.close()
 
 
-def wait_for(pred, timeout=5.0, step=0.05):
+def wait_for(pred, timeout=30.0, step=0.05):
     """Polls pred() until it is true or timeout passes. Returns the last value."""
     deadline = time.monotonic() + timeout
     v = pred()

@@ -2,10 +2,11 @@
 """1000 concurrent client connections, all open at once, each served a request by one
 vaultgate process (2 workers) without an error.
 
-Waits are for events, with deadlines no loaded machine reaches: the proxy's handshake and
+Waits are for events, with deadlines no loaded machine reaches: the proxy's handshake, head and
 upstream timeouts are raised to 300 s (a python client and a python upstream making 1000
-handshakes each on a busy machine, under ASan, can pass the 10 s defaults); every connection is
-open before any request is sent."""
+handshakes each on a busy machine, under ASan, can pass the 10 s defaults, and the first
+connections wait for the last before they send their heads: the 30 s head timeout reset some);
+every connection is open before any request is sent."""
 import asyncio
 import collections
 import resource
@@ -17,8 +18,8 @@ if hard < 4 * N + 200:
     t.skip("RLIMIT_NOFILE hard limit %d is too low for %d connections" % (hard, N))
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # inherited by vaultgate
 
-SLOW = ["--timeout", "handshake=300", "--timeout", "connect=300", "--timeout",
-        "upstream-handshake=300"]
+SLOW = ["--timeout", "handshake=300", "--timeout", "head=300", "--timeout", "connect=300",
+        "--timeout", "upstream-handshake=300"]
 d, certs, up, vg = t.setup(threads=2, extra=SLOW)
 
 

@@ -5,9 +5,10 @@ the vault lives in a directory laid out as Kubernetes mounts a Secret (vault.jso
 symlink swapped (the Kubernetes atomic writer: a new directory, ..data_tmp renamed over ..data,
 the old directory removed), a temporary file renamed over vault.json, vault.json rewritten in
 place - each of which changes what the next request gets; an invalid vault written in place
-keeps the old policy and raises the status warning; SIGHUP still reloads. vaultgate_vault_reloads_total{result} counts each reload,
-by watch or signal, as the log does (one reload/vault_loaded or reload/vault_invalid per
-reload), and no secret reaches the log, status or metrics."""
+keeps the old policy and raises the status warning; SIGHUP still reloads.
+vaultgate_vault_reloads_total{result} counts each reload, by watch or signal, as the log does
+(one reload/vault_loaded or reload/vault_invalid per reload), and no secret reaches the log,
+status or metrics."""
 import json
 import os
 import shutil

@@ -15,8 +15,9 @@ server as RFC 6749 describes it, strictly, so that it is the other side's refere
   Basic credentials and in the body alike;
 - fail(client_id, n, status) makes the next n requests of that client fail; set_delay(client_id,
   s) holds its answers back s seconds, or, given a threading.Event, until it is set (for
-  concurrent first requests, and for what must go on while a fetch is held); Client(answer={...}) sets fields of
-  every answer of that client as given (hostile tokens: a NUL, controls, non-ASCII);
+  concurrent first requests, and for what must go on while a fetch is held);
+  Client(answer={...}) sets fields of every answer of that client as given (hostile tokens: a
+  NUL, controls, non-ASCII);
 - every request is checked, every violation recorded in .violations (a case asserts it is
   empty), and .fetches counts the token requests per client_id; .issued holds every access and
   refresh token handed out (canaries for the case's scans).

@@ -4,15 +4,17 @@
  * audit_drive --store URL [--source proxy|local-egress] [--user ID] [--run ID] [--threads N]
  *             [--hosts N] [--repeat N] [--rounds N] [--interval-ms N]
  *             [--route direct|tunnel|refused|reported] [--prefix P] [--suffix S]
- *             [--blocked 0|1]
+ *             [--blocked 0|1] [--stop-file PATH]
  *
  * Each round, every thread t (worker t) records, for each host <P>NNNN.<S> (S: example),
  * `repeat` blocks and `repeat` routes. So each host ends with threads*repeat*rounds counts in
  * both tables; with --route reported (or --blocked 0) only in egress_route_log, as a
  * report-only vault records a request it forwards instead of refusing (SPEC §12). After each round
- * one JSON line with audit_status goes to stdout; at the end a line with start_ms and end_ms (wall
- * clock, bracketing every record) after audit_close returned. Exit 0, or 1 when the store cannot be
- * opened.
+ * one JSON line with audit_status goes to stdout; at the end a line with the rounds made,
+ * start_ms and end_ms (wall clock, bracketing every record) after audit_close returned. With
+ * --stop-file, the rounds end early once PATH exists (a case that waits for an event, such as the
+ * store's recovery, asks for many rounds and stops them when it has seen it). Exit 0, or 1 when the
+ * store cannot be opened.
  */
 #include "audit/audit.h"
 #include "common/timefmt.h"
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct drive {
     struct audit *audit;
@@ -55,21 +58,51 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* The rounds, each followed by its status line; fewer once stop_file exists. Returns how many. */
+static int run_rounds(struct drive *d, struct worker *ws, int threads, int rounds, int interval_ms,
+                      const char *stop_file)
+{
+    int r;
+
+    for (r = 0; r < rounds && (stop_file == NULL || access(stop_file, F_OK) != 0); r++) {
+        struct audit_status st;
+
+        if (r > 0 && interval_ms > 0) {
+            struct timespec ts = {interval_ms / 1000, (long)(interval_ms % 1000) * 1000000};
+
+            nanosleep(&ts, NULL);
+        }
+        for (int t = 0; t < threads; t++) {
+            ws[t].d = d;
+            ws[t].index = t;
+            pthread_create(&ws[t].thread, NULL, worker_main, &ws[t]);
+        }
+        for (int t = 0; t < threads; t++)
+            pthread_join(ws[t].thread, NULL);
+        audit_status(d->audit, &st);
+        printf("{\"round\":%d,\"healthy\":%s,\"pending\":%llu,\"enabled\":%s,\"store\":\"%s\"}\n",
+               r, st.healthy ? "true" : "false", (unsigned long long)st.pending,
+               st.enabled ? "true" : "false", st.store);
+        fflush(stdout);
+    }
+    return r;
+}
+
 static int usage(void)
 {
     fprintf(stderr, "usage: audit_drive --store URL [--source proxy|local-egress] [--user ID] "
                     "[--run ID] [--threads N] [--hosts N] [--repeat N] [--rounds N] "
                     "[--interval-ms N] [--route direct|tunnel|refused|reported] [--prefix P] "
-                    "[--suffix S] [--blocked 0|1]\n");
+                    "[--suffix S] [--blocked 0|1] [--stop-file PATH]\n");
     return 2;
 }
 
 int main(int argc, char **argv)
 {
-    const char *store = NULL, *user = "u-test", *run = "run-test";
+    const char *store = NULL, *user = "u-test", *run = "run-test", *stop_file = NULL;
     enum audit_source source = AUDIT_SOURCE_PROXY;
     struct drive d = {NULL, 10, 1, AUDIT_ROUTE_REFUSED, "h", "example", 1};
-    int threads = 4, rounds = 1, interval_ms = 0;
+    int threads = 4, rounds = 1, interval_ms = 0, r;
     struct worker *ws;
     char err[512];
     int64_t start_ms, end_ms;
@@ -103,6 +136,8 @@ int main(int argc, char **argv)
             d.prefix = v;
         else if (strcmp(o, "--suffix") == 0)
             d.suffix = v;
+        else if (strcmp(o, "--stop-file") == 0)
+            stop_file = v;
         else if (strcmp(o, "--blocked") == 0)
             d.blocked = atoi(v);
         else if (strcmp(o, "--route") == 0)
@@ -125,31 +160,11 @@ int main(int argc, char **argv)
     if (ws == NULL)
         return 1;
     start_ms = timefmt_now_ms();
-    for (int r = 0; r < rounds; r++) {
-        struct audit_status st;
-
-        if (r > 0 && interval_ms > 0) {
-            struct timespec ts = {interval_ms / 1000, (long)(interval_ms % 1000) * 1000000};
-
-            nanosleep(&ts, NULL);
-        }
-        for (int t = 0; t < threads; t++) {
-            ws[t].d = &d;
-            ws[t].index = t;
-            pthread_create(&ws[t].thread, NULL, worker_main, &ws[t]);
-        }
-        for (int t = 0; t < threads; t++)
-            pthread_join(ws[t].thread, NULL);
-        audit_status(d.audit, &st);
-        printf("{\"round\":%d,\"healthy\":%s,\"pending\":%llu,\"enabled\":%s,\"store\":\"%s\"}\n",
-               r, st.healthy ? "true" : "false", (unsigned long long)st.pending,
-               st.enabled ? "true" : "false", st.store);
-        fflush(stdout);
-    }
+    r = run_rounds(&d, ws, threads, rounds, interval_ms, stop_file);
     end_ms = timefmt_now_ms();
     audit_close(&d.audit);
-    printf("{\"done\":true,\"start_ms\":%lld,\"end_ms\":%lld}\n", (long long)start_ms,
-           (long long)end_ms);
+    printf("{\"done\":true,\"rounds\":%d,\"start_ms\":%lld,\"end_ms\":%lld}\n", r,
+           (long long)start_ms, (long long)end_ms);
     free(ws);
     return 0;
 }

@@ -2,6 +2,10 @@
  * runner.c - runs every module's Check suite and prints one closing line with the totals.
  *
  * CK_RUN_SUITE / CK_RUN_CASE (Check's own variables) pick a single suite or case.
+ *
+ * A test's time limit only catches a hang: Check's default of 4 s (from fork to end) is passed by
+ * a sanitizer build on a loaded machine, so a case without its own limit gets 60 s here
+ * (CK_DEFAULT_TIMEOUT, when not set by the caller).
  */
 #include <check.h>
 #include <stdio.h>
@@ -13,8 +17,11 @@
 
 int main(void)
 {
-    SRunner *sr = srunner_create(NULL);
+    SRunner *sr;
     int run, failed;
+
+    setenv("CK_DEFAULT_TIMEOUT", "60", 0); /* read by tcase_create, below */
+    sr = srunner_create(NULL);
 
 #define SUITE(name) srunner_add_suite(sr, suite_##name());
 #include "tests/unit/suites.def"

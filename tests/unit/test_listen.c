@@ -83,30 +83,54 @@ START_TEST(test_parse_addr_kinds)
 }
 END_TEST
 
+/*
+ * A port whose TCP and UDP sides this process holds: TCP bound with SO_REUSEADDR and not
+ * listening (the listener's own SO_REUSEADDR binds may join it; no other socket's connect or
+ * bind of port 0 may take the port meanwhile), UDP bound plain. Returns the port; *tcp, *udp.
+ */
+static int hold_port(int *tcp, int *udp)
+{
+    for (int tries = 0; tries < 100; tries++) {
+        struct sockaddr_in sin;
+        socklen_t sl = sizeof(sin);
+        int one = 1;
+
+        memset(&sin, 0, sizeof(sin));
+        sin.sin_family = AF_INET;
+        sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        *tcp = socket(AF_INET, SOCK_STREAM, 0);
+        *udp = socket(AF_INET, SOCK_DGRAM, 0);
+        ck_assert(*tcp >= 0 && *udp >= 0);
+        ck_assert_int_eq(setsockopt(*tcp, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+        ck_assert_int_eq(bind(*tcp, (struct sockaddr *)&sin, sizeof(sin)), 0);
+        ck_assert_int_eq(getsockname(*tcp, (struct sockaddr *)&sin, &sl), 0);
+        if (bind(*udp, (struct sockaddr *)&sin, sizeof(sin)) == 0)
+            return ntohs(sin.sin_port);
+        close(*tcp); /* that UDP port is taken: another */
+        close(*udp);
+    }
+    ck_abort_msg("no port free for both TCP and UDP");
+    return -1;
+}
+
 /* A DNS listener binds TCP and one UDP socket; a UDP port another socket holds fails it, naming
  * the listener, and leaves nothing bound. */
 START_TEST(test_bind_dns)
 {
     struct listen_addr la;
-    struct sockaddr_in sin;
-    socklen_t sl = sizeof(sin);
     char err[256], addr[64];
-    int held = socket(AF_INET, SOCK_DGRAM, 0);
+    int tcp, udp;
+    int port = hold_port(&tcp, &udp);
 
-    ck_assert_int_ge(held, 0);
-    memset(&sin, 0, sizeof(sin));
-    sin.sin_family = AF_INET;
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(bind(held, (struct sockaddr *)&sin, sizeof(sin)), 0);
-    ck_assert_int_eq(getsockname(held, (struct sockaddr *)&sin, &sl), 0);
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", ntohs(sin.sin_port));
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
     ck_assert_int_eq(listen_parse_addr(addr, LISTEN_DNS, &la, err, sizeof(err)), 0);
     err[0] = '\0';
     ck_assert_int_eq(listen_bind_all(&la, 1, 2, err, sizeof(err)), -1);
     ck_assert_msg(strstr(err, la.label) != NULL && strstr(err, "already") != NULL, "%s", err);
     ck_assert_ptr_null(la.fds);
     ck_assert_int_eq(la.udp_fd, -1);
-    close(held); /* now free: TCP for each worker and the one UDP socket */
+    close(udp); /* now free: TCP for each worker and the one UDP socket */
+    close(tcp);
     ck_assert_int_eq(listen_bind_all(&la, 1, 2, err, sizeof(err)), 0);
     ck_assert_int_ge(la.udp_fd, 0);
     ck_assert_int_eq(listen_udp_worker(0, 2), 0);

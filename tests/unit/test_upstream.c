@@ -1321,7 +1321,7 @@ Suite *suite_upstream(void)
     TCase *tc = tcase_create("connect");
 
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 10);
+    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_pinned_tls_ok);
     tcase_add_test(tc, test_host_normalised);
     tcase_add_test(tc, test_wrong_name_tls_error);

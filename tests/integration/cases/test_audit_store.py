@@ -14,12 +14,13 @@ import json
 import os
 import queue
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+from vgtest import free_port
 
 SRC = os.environ.get("VG_SRC") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
@@ -46,11 +47,11 @@ def ms(iso):
 
 
 def drive(store, run, threads, hosts, repeat, rounds, source="proxy", route="direct", prefix="h",
-          interval_ms=0):
+          interval_ms=0, stop_file=None):
     args = [DRIVE, "--store", store, "--run", run, "--user", "u-" + TAG, "--threads", str(threads),
             "--hosts", str(hosts), "--repeat", str(repeat), "--rounds", str(rounds),
             "--source", source, "--route", route, "--prefix", prefix,
-            "--interval-ms", str(interval_ms)]
+            "--interval-ms", str(interval_ms)] + (["--stop-file", stop_file] if stop_file else [])
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -157,24 +158,18 @@ def cli_errors(store_ok):
     print("ok cli errors", flush=True)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def pg(*args):
     return subprocess.run(["sh", PG_SH] + list(args), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, timeout=120)
 
 
 def outage(store, pgdir, port):
-    """Stop PostgreSQL while counts flow, start it again: every count must land."""
+    """Stop PostgreSQL while counts flow, start it again: every count must land. The rounds go
+    on (up to 5 minutes) until the store is seen healthy again after the restart, then stop."""
     run = "r-outage-" + TAG
-    threads, hosts, repeat, rounds = 3, 8, 2, 30
-    proc = drive(store, run, threads, hosts, repeat, rounds, interval_ms=150)
+    threads, hosts, repeat, rounds = 3, 8, 2, 2000
+    stop_file = os.path.join(pgdir, "drive.stop")
+    proc = drive(store, run, threads, hosts, repeat, rounds, interval_ms=150, stop_file=stop_file)
     lines = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout], daemon=True)
     reader.start()
@@ -185,17 +180,21 @@ def outage(store, pgdir, port):
         seen.append(l)
         return l
 
-    while next_line(10)["round"] < 4:
+    while next_line(60)["round"] < 4:
         pass
     p = pg("stop", pgdir)
     check(p.returncode == 0, "pg.sh stop: %s" % p.stderr)
-    deadline = time.monotonic() + 10
-    while next_line(10).get("healthy", True):
+    deadline = time.monotonic() + 60
+    while next_line(60).get("healthy", True):
         check(time.monotonic() < deadline, "store never reported unhealthy while down")
     time.sleep(0.5)
     p = pg("start", pgdir, str(port))
     check(p.returncode == 0, "pg.sh start again: %s" % p.stderr)
-    proc.wait(timeout=60)
+    deadline = time.monotonic() + 120
+    while not next_line(60).get("healthy", False):
+        check(time.monotonic() < deadline, "never healthy again after the restart")
+    open(stop_file, "w").close()
+    proc.wait(timeout=120)
     reader.join(timeout=10)
     while not lines.empty():
         seen.append(json.loads(lines.get()))
@@ -208,7 +207,7 @@ def outage(store, pgdir, port):
               seen.index(l) > [i for i, x in enumerate(seen) if x.get("healthy") is False][-1]),
           "never healthy again after the restart")
     names = ["h%04d.example" % i for i in range(hosts)]
-    per_host = threads * repeat * rounds
+    per_host = threads * repeat * done["rounds"]
     window = (done["start_ms"], done["end_ms"])
     check_rows(audit_json(store, "blocked", run), "blocked", lambda r: per_host, window, names)
     check_rows(audit_json(store, "routes", run), "routes", lambda r: per_host, window, names)
@@ -234,7 +233,7 @@ def main():
         # The server runs as the postgres user: its directory must be reachable by it.
         pgdir = tempfile.mkdtemp(prefix="vg-pg-")
         os.chmod(pgdir, 0o755)
-        for _ in range(3):  # the free port can be taken before the server binds it: retry
+        for _ in range(3):  # the port is reserved for this case; a failed start tries another
             port = free_port()
             p = pg("start", pgdir, str(port))
             if p.returncode in (0, 77):

@@ -19,13 +19,14 @@ import atexit
 import json
 import os
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.parse
+
+from vgtest import free_port
 
 SRC = os.environ.get("VG_SRC") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
@@ -151,14 +152,6 @@ def migrated(store, label):
     print("ok %s: a store with the old route constraint takes `reported`" % label, flush=True)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def pg(*args):
     return subprocess.run(["sh", PG_SH] + list(args), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, timeout=120)
@@ -199,7 +192,7 @@ def main():
     if not url:
         pgdir = tempfile.mkdtemp(prefix="vg-pg-")
         os.chmod(pgdir, 0o755)
-        for _ in range(3):  # the free port can be taken before the server binds it: retry
+        for _ in range(3):  # the port is reserved for this case; a failed start tries another
             p = pg("start", pgdir, str(free_port()))
             if p.returncode in (0, 77):
                 break

@@ -2,7 +2,6 @@
 """A blocked host gets 403 with Proxy-Status and Connection: close; nothing reaches the
 upstream; the refusal is in blocked_host_log and egress_route_log (route refused)."""
 import json
-import time
 import vgtest as t
 
 d, certs, up, vg = t.setup(names=("api.example.test", "blocked.example.test"), audit="sqlite")
@@ -17,22 +16,15 @@ try:
     t.check((r.header("Connection") or "").lower() == "close", "Connection: close")
     t.check(b"blocked.example.test" in r.body, "body names the host: %r" % r.body)
     t.check(up.accepts == 0, "the upstream was contacted")
-    rows = []
-    for _ in range(50):
-        st, body = vg.admin_get("/v1/blocked-hosts")
-        rows = json.loads(body) if st == 200 else []
-        if rows:
-            break
-        time.sleep(0.1)
+    def table(path):
+        st, body = vg.admin_get(path)
+        return json.loads(body) if st == 200 else []
+
+    rows = t.wait_for(lambda: table("/v1/blocked-hosts"))
     t.check(any(x.get("host") == "blocked.example.test" and x.get("seen_count") == 1
                 for x in rows), "blocked_host_log rows: %r" % rows)
-    routes = []
-    for _ in range(50):  # counts after the first block are flushed at least every second
-        st, body = vg.admin_get("/v1/egress-routes")
-        routes = json.loads(body) if st == 200 else []
-        if routes:
-            break
-        time.sleep(0.1)
+    # counts after the first block are flushed at least every second
+    routes = t.wait_for(lambda: table("/v1/egress-routes"))
     t.check(any(x.get("host") == "blocked.example.test" and x.get("route") == "refused"
                 for x in routes), "egress_route_log rows: %r" % routes)
     st, m = vg.admin_get("/metrics")

@@ -9,7 +9,11 @@ import time
 import vgtest as t
 
 LIMIT, RESERVE = 4, 64
-d, certs, up, vg = t.setup(http=True, extra=["--max-connections", str(LIMIT)])
+# the connections held open must stay open however slow the machine: no handshake or head
+# timeout ends them while the case counts (a connection closed at accept is told apart from
+# one left to such a timeout by waiting longer than 60 s for it)
+d, certs, up, vg = t.setup(http=True, extra=["--max-connections", str(LIMIT), "--timeout",
+                                             "handshake=300", "--timeout", "head=300"])
 REQ = b"GET /x HTTP/1.1\r\nHost: api.example.test\r\nConnection: close\r\n\r\n"
 held, raw = [], []
 
@@ -25,14 +29,14 @@ try:
     time.sleep(0.2)
     n_before = len(up.requests)
     # TLS: the handshake completes, the answer is 503 + Proxy-Status
-    s = vg.tls_client("api.example.test", timeout=5)
+    s = vg.tls_client("api.example.test", timeout=30)
     r = busy_answer(s, REQ)
     s.close()
     t.check(r.status == 503, "TLS over the limit: %r" % r)
     ps = r.header("Proxy-Status") or ""
     t.check(ps.startswith("vaultgate") and "error=connection_limit_reached" in ps, "ps %r" % ps)
     # plain HTTP: answered at once
-    p = socket.create_connection(("127.0.0.1", vg.http_port), timeout=5)
+    p = socket.create_connection(("127.0.0.1", vg.http_port), timeout=30)
     r = busy_answer(p, b"GET / HTTP/1.1\r\nHost: free.example.test\r\n\r\n")
     p.close()
     t.check(r.status == 503 and "connection_limit_reached" in (r.header("Proxy-Status") or ""),
@@ -46,19 +50,18 @@ try:
 
     # fill the 503 reserve with handshakes that never start (once the two answered above are
     # gone); the next connection is closed at accept
-    t.check(t.wait_for(lambda: active() == LIMIT, timeout=5), "%d connections open" % active())
+    t.check(t.wait_for(lambda: active() == LIMIT, timeout=30), "%d connections open" % active())
     for _ in range(RESERVE):
-        raw.append(socket.create_connection(("127.0.0.1", vg.port), timeout=5))
-    t.check(t.wait_for(lambda: active() >= LIMIT + RESERVE, timeout=10),
+        raw.append(socket.create_connection(("127.0.0.1", vg.port), timeout=30))
+    t.check(t.wait_for(lambda: active() >= LIMIT + RESERVE, timeout=30),
             "vaultgate holds %d connections, not %d" % (active(), LIMIT + RESERVE))
-    x = socket.create_connection(("127.0.0.1", vg.port), timeout=3)
-    t0 = time.monotonic()
+    x = socket.create_connection(("127.0.0.1", vg.port), timeout=60)
     try:
         got = x.recv(100)
     except (ConnectionResetError, socket.timeout) as e:
         got = e
-    t.check(got == b"" or isinstance(got, ConnectionResetError), "beyond reserve: %r" % (got,))
-    t.check(time.monotonic() - t0 < 2, "beyond the reserve: not closed at once")
+    t.check(got == b"" or isinstance(got, ConnectionResetError),
+            "beyond the reserve: not closed at accept: %r" % (got,))
     x.close()
     t.check(vg.proc.poll() is None, "vaultgate died")
     t.check(vg.events("conn_limit"), "no conn_limit log line")
@@ -72,7 +75,7 @@ try:
         except OSError:
             return False
 
-    ok = t.wait_for(served, timeout=5, step=0.2)
+    ok = t.wait_for(served, timeout=30, step=0.2)
     t.check(ok, "not served again after the connections closed")
     r = vg.request("api.example.test", REQ)
     t.check(r.status == 200 and up.requests[-1].header("Authorization"), "after recovery %r" % r)

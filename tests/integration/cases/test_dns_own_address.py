@@ -96,7 +96,7 @@ try:
     expect("exempt.example.test (11.0.0.4, --allow-private)", plain("exempt.example.test"), 502)
     expect("pinned.example.test (--resolve to 11.0.0.2)", plain("pinned.example.test"), 502)
     t.wait_for(lambda: witnesses[("11.0.0.4", 80)].accepts and
-               witnesses[("11.0.0.2", 80)].accepts, timeout=3)
+               witnesses[("11.0.0.2", 80)].accepts, timeout=30)
     seen = accepts()
     dialled = {k for k, n in seen.items() if n}
     if dialled != {("11.0.0.4", 80), ("11.0.0.2", 80)}:

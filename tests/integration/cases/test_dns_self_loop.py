@@ -55,7 +55,7 @@ def requests_counted():
 
 
 def plain_get(name):
-    s = socket.create_connection(("127.0.0.1", vg.http_port), timeout=3)
+    s = socket.create_connection(("127.0.0.1", vg.http_port), timeout=30)
     s.sendall(b"GET /loop HTTP/1.1\r\nHost: " + name.encode() + b"\r\nConnection: close\r\n\r\n")
     out = t.read_until_close(s)
     s.close()
@@ -89,7 +89,7 @@ try:
     # 3. plain HTTP: 127.0.0.2:80 is the wildcard plain listener - last, a loop exhausts fds
     n0, c0 = len(own), requests_counted()
     r, out = plain_get("self2.example.test")
-    t.wait_for(lambda: requests_counted() > c0, timeout=3)
+    t.wait_for(lambda: requests_counted() > c0, timeout=30)
     own = own_listener_events()
     if not refused(r):
         problems.append("self2.example.test (127.0.0.2:80, own wildcard plain listener): %r, "

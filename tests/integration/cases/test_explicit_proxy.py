@@ -8,7 +8,6 @@ http:// requests are forwarded (port 80 only)."""
 import json
 import socket
 import ssl
-import time
 import vgtest as t
 
 SECRET = "sk-canary-SECRET-api-0001"
@@ -162,12 +161,9 @@ try:
         r, _ = t.parse_response(proxy_raw(req))
         t.check(r.status == 403 and "http_request_denied" in (r.header("Proxy-Status") or ""),
                 "%r -> %r" % (req, r))
-    rows = []
-    for _ in range(50):
-        rows = json.loads(vg.admin_get("/v1/blocked-hosts")[1])
-        if len(rows) >= 3:
-            break
-        time.sleep(0.1)
+    rows = t.wait_for(lambda: (lambda r: r if len(r) >= 3 else None)(
+        json.loads(vg.admin_get("/v1/blocked-hosts")[1]))) or \
+        json.loads(vg.admin_get("/v1/blocked-hosts")[1])
     hosts = sorted(x["host"] for x in rows)
     t.check(hosts == ["api.example.test", "blocked.example.test", "free.example.test"],
             "blocked rows %r" % rows)

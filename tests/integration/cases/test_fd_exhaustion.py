@@ -4,6 +4,7 @@
 are free."""
 import resource
 import socket
+import ssl
 import time
 import vgtest as t
 
@@ -42,10 +43,15 @@ try:
     t.check(r.status == 200, "existing connection no longer served: %r" % r)
     for s in socks:
         s.close()
-    time.sleep(0.5)
-    r = vg.request("api.example.test", b"GET / HTTP/1.1\r\nHost: api.example.test\r\n"
-                   b"Connection: close\r\n\r\n")
-    t.check(r.status == 200, "not accepting again: %r" % r)
+
+    def served():
+        try:
+            return vg.exchange("api.example.test", b"GET / HTTP/1.1\r\nHost: api.example.test"
+                               b"\r\nConnection: close\r\n\r\n").startswith(b"HTTP/1.1 200 ")
+        except (OSError, ssl.SSLError):
+            return False
+
+    t.check(t.wait_for(served, step=0.2), "not accepting again")
     keep.close()
 finally:
     vg.stop()

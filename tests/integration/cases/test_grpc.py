@@ -130,7 +130,7 @@ try:
     except grpc.RpcError as e:
         took = time.monotonic() - t0
         t.check(e.code() == grpc.StatusCode.UNAVAILABLE, "code %r" % e.code())
-        t.check(took < 3, "UNAVAILABLE after %.1f s" % took)
+        t.check(took < 8, "UNAVAILABLE after %.1f s" % took)  # before a 10 s timeout could end it
     t.check(not old.requests, "the gRPC request reached the HTTP/1.1 upstream")
     ch.close()
 finally:

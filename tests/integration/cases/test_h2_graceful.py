@@ -2,7 +2,8 @@
 """A graceful stop with HTTP/2 streams open (SPEC §10): SIGTERM sends GOAWAY (NO_ERROR, the last
 stream id covering the streams under way), the streams under way finish with their whole
 responses, an idle connection gets its GOAWAY and is closed at once, no new connection is
-taken, and vaultgate exits 0 as soon as the last stream is done - well before the grace period.
+taken, and vaultgate exits 0 as soon as the last stream is done, not at the end of the grace
+period (no grace_expired line).
 
 Why this can fail: a stop that closes HTTP/2 connections at once cuts every stream in flight; one
 that forgets to send GOAWAY leaves clients opening streams on a connection about to close."""
@@ -80,13 +81,13 @@ try:
     c = h2raw.Conn(vg.port, vg.ca)
     c2 = h2raw.Conn(vg.port, vg.ca)
     sids = [c.request(HDRS + [(":path", "/slow/%d" % i)]) for i in range(3)]
-    t.check(t.wait_for(lambda: len(up.requests) == 3, 5), "the slow requests did not arrive")
+    t.check(t.wait_for(lambda: len(up.requests) == 3, 30), "the slow requests did not arrive")
     stop_at = time.monotonic()
     vg.proc.send_signal(signal.SIGTERM)
     # python-h2 closes its state machine at a GOAWAY and refuses the frames a graceful stop
     # still sends: from here the frames are read by hand (hyperframe, hpack)
     fr = FrameReader(c.s)
-    goaway, got = fr.run(sids, timeout=10)
+    goaway, got = fr.run(sids, timeout=60)
     t.check(goaway is not None and goaway.error_code == 0,
             "no GOAWAY NO_ERROR after SIGTERM: %r" % goaway)
     t.check(goaway is not None and goaway.last_stream_id >= max(sids),
@@ -97,7 +98,7 @@ try:
                 "stream %d under way: status %r reset %r, %d bytes" % (sid, status, reset,
                                                                          len(body)))
     # an idle connection is told and closed at once; no new connection is taken
-    c2.pump(lambda x: x.goaway is not None and x.closed, timeout=5)
+    c2.pump(lambda x: x.goaway is not None and x.closed, timeout=30)
     t.check(c2.goaway == 0 and c2.closed, "idle connection: GOAWAY %r closed %r" % (c2.goaway,
                                                                                    c2.closed))
     c2.close()
@@ -106,10 +107,11 @@ try:
         t.check(False, "a new connection was accepted while stopping")
     except OSError:
         pass
-    rc = vg.proc.wait(timeout=15)
+    rc = vg.proc.wait(timeout=60)
     took = time.monotonic() - stop_at
     t.check(rc == 0, "vaultgate exit %r" % rc)
-    t.check(took < 8, "exit %.1fs after SIGTERM: waited for the grace period" % took)
+    t.check(not [e for e in vg.events("stop") if e.get("reason") == "grace_expired"],
+            "exit %.1fs after SIGTERM: waited for the grace period" % took)
     c.close()
 finally:
     if vg.proc.poll() is None:

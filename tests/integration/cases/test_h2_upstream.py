@@ -371,7 +371,8 @@ try:
         ps = dict(headers_of(c, sid) or []).get("proxy-status", "")
         t.check(st == 502 and "error=connection_refused" in ps,
                 "h2 client, unreachable upstream, stream %d: %r %r %r" % (sid, st, rst, ps))
-    t.check(time.monotonic() - t0 < 5, "queued requests waited %.1f s" % (time.monotonic() - t0))
+    # before the 10 s connect timeout could have ended them
+    t.check(time.monotonic() - t0 < 8, "queued requests waited %.1f s" % (time.monotonic() - t0))
     c.close()
     t.check(not up.errors, "upstream errors %r" % up.errors)
 finally:

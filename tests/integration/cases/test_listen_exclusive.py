@@ -28,7 +28,7 @@ def start_second(sub, listen_https, *extra):
             "--listen-http", "none", "--admin", "127.0.0.1:%d" % t.free_port(), "--audit",
             "off", "--threads", "2"] + list(extra)
     p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    t.wait_for(lambda: p.poll() is not None, timeout=5)
+    t.wait_for(lambda: p.poll() is not None, timeout=60)
     return p
 
 

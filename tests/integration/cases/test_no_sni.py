@@ -3,7 +3,6 @@
 under the host (no-sni)."""
 import json
 import ssl
-import time
 import vgtest as t
 
 d, certs, up, vg = t.setup(audit="sqlite")
@@ -14,12 +13,7 @@ try:
         t.fail("handshake without SNI succeeded")
     except ssl.SSLError as e:
         t.check("UNRECOGNIZED_NAME" in str(e).upper(), "alert: %s" % e)
-    rows = []
-    for _ in range(50):
-        rows = json.loads(vg.admin_get("/v1/blocked-hosts")[1])
-        if rows:
-            break
-        time.sleep(0.1)
+    rows = t.wait_for(lambda: json.loads(vg.admin_get("/v1/blocked-hosts")[1]))
     t.check(any(r.get("host") == "(no-sni)" for r in rows), "blocked rows: %r" % rows)
     # a host outside the CA's name constraints: refused the same way
     try:

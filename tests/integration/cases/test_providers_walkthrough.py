@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """docs/gateway.md's provider walk-through, run as written: the block under the marker
-`<!-- walkthrough: providers` is run by bash with two changes only (`VG=` names a copy of the
-checkout's scripts/ and conf/ with the built binary, and /tmp/vg-providers is the case's temp
-dir). It builds a sandbox namespace whose only way out is a gateway namespace, runs
+`<!-- walkthrough: providers` is run by bash with four changes only (`VG=` names a copy of the
+checkout's scripts/ and conf/ with the built binary, /tmp/vg-providers is the case's temp dir,
+the namespaces' names carry the case's PID, and the wait for /readyz first waits for the
+stand-in to listen). It builds a sandbox namespace whose only way out is a gateway namespace, runs
 conf/vault.providers.example.json there behind the nftables ruleset, runs the probe in the
 sandbox, and sends the OpenAI, Anthropic and Gemini SDK-shaped requests to local stand-ins:
 each stand-in must have received its provider's key in the provider's own header (it comes back
@@ -19,7 +20,12 @@ import walkthrough
 KEYS = {"Authorization: Bearer ": "sk-proj-demo-openai-0001",
         "x-api-key: ": "sk-ant-demo-anthropic-0002",
         "x-goog-api-key: ": "AIzaDemoGeminiKey0003"}
-NETNS = ("vg-sb", "vg-gw")
+# the block's namespace names, made this run's own: two suites on one machine must not share them
+DOC_NETNS = ("vg-sb", "vg-gw")
+NETNS = tuple("%s-%d" % (ns, os.getpid()) for ns in DOC_NETNS)
+# vaultgate's readiness says nothing of the stand-in started just before it: the first request
+# waits for the stand-in's socket too, or it may meet a refused connect (502)
+READY = "until ip netns exec vg-gw curl -sf http://127.0.0.1:9090/readyz"
 
 
 def clean_netns():
@@ -41,8 +47,10 @@ def main():
     script = walkthrough.block("docs/gateway.md", "providers")
     clean_netns()
     try:
-        rc, out, err = walkthrough.run(script, d, [("VG=/path/to/vaultgate", "VG=" + vg),
-                                                   ("w=/tmp/vg-providers", "w=" + w)])
+        rc, out, err = walkthrough.run(
+            script, d, [("VG=/path/to/vaultgate", "VG=" + vg), ("w=/tmp/vg-providers", "w=" + w),
+                        (READY, walkthrough.wait_listening("127.0.0.1", 443, "vg-gw") + READY)],
+            rename=zip(DOC_NETNS, NETNS))
     finally:
         # whatever the block left behind: its background jobs live in the namespaces
         for ns in NETNS:

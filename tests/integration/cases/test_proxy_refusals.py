@@ -30,7 +30,7 @@ vg = t.Vaultgate(d, vault, upstream_ca=certs["ca"], proxy=True, audit="sqlite",
 
 
 def send_head(data):
-    s = socket.create_connection(("127.0.0.1", vg.proxy_port), timeout=5)
+    s = socket.create_connection(("127.0.0.1", vg.proxy_port), timeout=30)
     s.sendall(data)
     return s
 
@@ -64,7 +64,7 @@ try:
         t.check(host.encode() in r.body, "%s: the body does not name the host: %r" % (host, r.body))
         # "at once": not after waiting for a ClientHello that never comes (the peek waits
         # 10 s); the bound is loose on purpose (sanitizer builds, loaded machines)
-        t.check(took < 5, "%s: the 403 took %.1fs" % (host, took))
+        t.check(took < 8, "%s: the 403 took %.1fs" % (host, took))
     t.check(up.accepts == 0, "a refused CONNECT reached an upstream")
 
     # SNI differs from the CONNECT host: non-designated (tunnel) -> closed, nothing dialled

@@ -4,7 +4,6 @@ blocked, a secret changes); an invalid one keeps the old policy and raises a sta
 vault that needs catch-all routing warns `relaunch required`. /v1/status has every member."""
 import json
 import signal
-import time
 import vgtest as t
 
 OLD, NEW = "sk-canary-OLD-1111", "sk-canary-NEW-2222"
@@ -23,11 +22,7 @@ def reload_with(v):
         f.write(v if isinstance(v, str) else json.dumps(v))
     n = len(vg.events("reload"))
     vg.proc.send_signal(signal.SIGHUP)
-    for _ in range(100):
-        if len(vg.events("reload")) > n:
-            return
-        time.sleep(0.02)
-    t.fail("no reload event")
+    t.check(t.wait_for(lambda: len(vg.events("reload")) > n), "no reload event")
 
 
 try:

@@ -60,7 +60,7 @@ try:
         total += refuse(vg, 3)          # the first count is written at once, the rest pending
         vg.proc.send_signal(sig)
         line = "%s from pid" % name(sig)
-        t.check(t.wait_for(lambda: line in vg.stderr(), timeout=5),
+        t.check(t.wait_for(lambda: line in vg.stderr(), timeout=30),
                 "no log line for %s:\n%s" % (name(sig), vg.stderr()[-2000:]))
         t.check(vg.proc.poll() is None, "%s ended vaultgate (exit %s)" %
                 (name(sig), vg.proc.returncode))

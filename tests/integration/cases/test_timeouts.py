@@ -7,7 +7,11 @@ an HTTP/2 connection with no stream (GOAWAY NO_ERROR), an HTTP/2 header block le
 connection serving on), and an upstream that never answers (504 on either transport).
 
 Why this can fail: a timeout kept as a constant ignores the option; HTTP/2 with timers of its own
-keeps an idle connection or a stalled stream forever."""
+keeps an idle connection or a stalled stream forever.
+
+Each 2 s timeout must fire after 1.5 s and within 8 s: room for a loaded machine under ASan, and
+still well before what else would end the connection or stream (the defaults, 10 s and more,
+or the 12 s response-head timeout set here for the body-idle stream)."""
 import os
 import socket
 import subprocess
@@ -43,10 +47,10 @@ def handler(req, ci):
 
 d, certs, up, vg = t.setup(handler=handler, extra=(
     "--timeout", "handshake=2", "--timeout", "head=2", "--timeout", "idle=2",
-    "--timeout", "body-idle=2", "--timeout", "response-head=4"))
+    "--timeout", "body-idle=2", "--timeout", "response-head=12"))
 try:
     st = vg.status()
-    want = {"handshake": 2, "head": 2, "idle": 2, "body-idle": 2, "response-head": 4,
+    want = {"handshake": 2, "head": 2, "idle": 2, "body-idle": 2, "response-head": 12,
             "connect": 10, "upstream-handshake": 10}
     t.check(st.get("timeouts") == want, "status timeouts %r" % st.get("timeouts"))
 
@@ -63,29 +67,29 @@ try:
 
     # a TLS handshake that never starts
     s = socket.create_connection(("127.0.0.1", vg.port))
-    ok, took = closed_within(s, 1.5, 4.5)
+    ok, took = closed_within(s, 1.5, 8)
     t.check(ok, "handshake timeout: closed after %.1fs" % took)
     s.close()
 
     # an HTTP/1.1 head that never ends
     s = vg.tls_client("api.example.test")
     s.sendall(b"GET / HTTP/1.1\r\nHost: api.example.test\r\nX-Slow: 1")
-    ok, took = closed_within(s, 1.5, 4.5)
+    ok, took = closed_within(s, 1.5, 8)
     t.check(ok, "HTTP/1.1 head timeout: closed after %.1fs" % took)
     s.close()
 
     # HTTP/1.1: the upstream never answers
     r = vg.request("api.example.test", b"GET /never HTTP/1.1\r\nHost: api.example.test\r\n\r\n",
-                   timeout=10)
+                   timeout=60)
     t.check(r.status == 504, "HTTP/1.1 response-head timeout: %r" % r.status)
 
     # HTTP/2: no stream for the idle time -> GOAWAY NO_ERROR, closed
     c = h2raw.Conn(vg.port, vg.ca)
     start = time.monotonic()
-    c.pump(lambda x: x.goaway is not None, timeout=6)
+    c.pump(lambda x: x.goaway is not None, timeout=10)
     took = time.monotonic() - start
-    t.check(c.goaway == 0 and 1.5 <= took <= 5, "h2 idle: GOAWAY %r after %.1fs" % (c.goaway, took))
-    c.pump(lambda x: x.closed, timeout=5)
+    t.check(c.goaway == 0 and 1.5 <= took <= 8, "h2 idle: GOAWAY %r after %.1fs" % (c.goaway, took))
+    c.pump(lambda x: x.closed, timeout=30)
     t.check(c.closed, "h2 idle: still open after GOAWAY")
     c.close()
 
@@ -95,9 +99,9 @@ try:
     block = c.h2.encoder.encode(HDRS + [(":path", "/open")])  # may come between the two parts
     c.raw(HeadersFrame(1, data=block[:3], flags=["END_STREAM"]).serialize())
     start = time.monotonic()
-    c.pump(lambda x: x.goaway is not None, timeout=6)
+    c.pump(lambda x: x.goaway is not None, timeout=10)
     took = time.monotonic() - start
-    t.check(c.goaway == 1 and took <= 5, "h2 head: GOAWAY %r after %.1fs" % (c.goaway, took))
+    t.check(c.goaway == 1 and took <= 8, "h2 head: GOAWAY %r after %.1fs" % (c.goaway, took))
     c.close()
 
     # HTTP/2: a stream whose request body stops -> that stream reset, the connection serves on
@@ -109,16 +113,16 @@ try:
     sid = c.request(HDRS + [(":path", "/ok")])
     status, reset, body = c.outcome(sid)
     t.check(status == 200 and body == b"fine", "h2: a second stream not served: %r" % status)
-    status, reset, body = c.outcome(stalled, timeout=8)
+    status, reset, body = c.outcome(stalled, timeout=10)
     took = time.monotonic() - start
-    t.check(reset is not None and status is None and took <= 3.9,
+    t.check(reset is not None and status is None and took <= 8,
             "h2 body-idle: stream %r status %r reset %r after %.1fs" % (stalled, status, reset,
                                                                        took))
     t.check(c.goaway is None, "h2 body-idle: the connection went away (%r)" % c.goaway)
 
     # HTTP/2: the upstream never answers -> 504 on that stream
     sid = c.request(HDRS + [(":path", "/never")])
-    status, reset, body = c.outcome(sid, timeout=8)
+    status, reset, body = c.outcome(sid, timeout=60)
     t.check(status == 504, "h2 response-head timeout: %r (reset %r)" % (status, reset))
     c.close()
 finally:

@@ -8,10 +8,15 @@ when it ends, not held for more data.
 Why this can fail: a splice that passes server bytes through (or masks frame by frame) relays the
 bad frame, or a compressed frame the masker cannot read; a masker that holds a possible prefix
 until more bytes arrive stalls the message until the server sends again."""
-import time
+import socket
+import threading
 import vgtest as t
 
 SECRET = "sk-canary-SECRET-api-0001"
+# the upstream keeps each connection open until the case ends: a close or a message that came
+# only when the upstream went away would never come while the case waits for it
+release = threading.Event()
+HOLD = ("call", lambda: release.wait(120))
 EXT_101 = t.WS_101[:-2] + b"Sec-WebSocket-Extensions: permessage-deflate\r\n\r\n"
 
 
@@ -19,21 +24,21 @@ def handler(req, ci):
     if req.target == "/masked":
         return [t.WS_101, t.ws_frame(b"ok"),
                 t.ws_frame(b"masked " + SECRET.encode(), mask_key=b"\x11\x22\x33\x44"),
-                ("sleep", 3)]
+                HOLD]
     if req.target == "/deflate":
         return [t.WS_101, t.ws_frame(b"ok"), t.ws_frame(b"\xf2\x48\xcd\xc9\xc9\x07\x00", rsv=0x40),
-                ("sleep", 3)]
+                HOLD]
     if req.target == "/ext101":
-        return [EXT_101, t.ws_frame(b"never"), ("sleep", 3)]
+        return [EXT_101, t.ws_frame(b"never"), HOLD]
     if req.target == "/prefix":
         # one message in two frames; the final frame ends in the secret's first byte
         return [t.WS_101, t.ws_frame(b"part one ", fin=False), t.ws_frame(b"ends in s", op=0),
-                ("sleep", 5)]
+                HOLD]
     return [t.resp_bytes(404, b"no")]
 
 
 def upgrade(vg, path):
-    s = vg.tls_client("api.example.test")
+    s = vg.tls_client("api.example.test", timeout=60)
     s.sendall(t.ws_upgrade_request("api.example.test", b"Authorization: Bearer placeholder\r\n")
               .replace(b"GET /ws ", b"GET " + path.encode() + b" "))
     buf = b""
@@ -53,9 +58,10 @@ def expect_close_1002(reader, path, before=()):
     f = reader.frame()
     t.check(f is not None, "%s: no close frame" % path)
     t.check(f[2] == 8 and f[4][:2] == b"\x03\xea", "%s: %r instead of close 1002" % (path, f))
-    t0 = time.monotonic()
-    t.check(reader.frame() is None, "%s: more after the close" % path)
-    t.check(time.monotonic() - t0 < 2, "%s: connection not closed after 1002" % path)
+    try:
+        t.check(reader.frame() is None, "%s: more after the close" % path)
+    except socket.timeout:
+        t.fail("%s: connection not closed after 1002 (open while the upstream is)" % path)
     t.check(b"masked" not in reader.buf and SECRET.encode() not in reader.buf, path)
 
 
@@ -70,14 +76,14 @@ try:
     expect_close_1002(reader, "/ext101")
     s.close()
     s, head, reader = upgrade(vg, "/prefix")
-    t0 = time.monotonic()
-    m = reader.message()
-    took = time.monotonic() - t0
-    t.log("message ending in a secret's first byte arrived after %.3f s" % took)
+    try:
+        m = reader.message()
+    except socket.timeout:
+        t.fail("message held back waiting for more data (none came for 60 s)")
     t.check(m == (1, b"part one ends in s"), "message %r" % (m,))
-    t.check(took < 1.5, "message held back %.1f s waiting for more data" % took)
     s.close()
 finally:
+    release.set()
     vg.stop()
     up.stop()
 t.check(SECRET not in vg.stderr(), "secret in the log")

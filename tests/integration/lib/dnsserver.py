@@ -11,6 +11,7 @@ TTL 0 so resolvers ask again. Usable as a module (DnsServer) or a script:
 import argparse
 import ipaddress
 import json
+import os
 import socket
 import struct
 import sys
@@ -115,8 +116,9 @@ def main():
         rebind[k] = [s.split(",") for s in v.split(";")]
     srv = DnsServer(zone, rebind, host, int(port)).start()
     if args.port_file:
-        with open(args.port_file, "w") as f:
+        with open(args.port_file + ".tmp", "w") as f:  # renamed: a reader sees all or nothing
             f.write("%d\n" % srv.addr[1])
+        os.rename(args.port_file + ".tmp", args.port_file)
     print("dnsserver on %s" % srv.server, flush=True)
     try:
         srv.thread.join()

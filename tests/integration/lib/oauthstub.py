@@ -13,9 +13,11 @@ server as RFC 6749 describes it, strictly, so that it is the other side's refere
   '+' a space, %XX a byte, UTF-8), and the encoded text must be strictly form-encoded (only
   unreserved bytes, '+' and %XX: a raw space, ':' or '+' meant literally is a violation), in the
   Basic credentials and in the body alike;
-- fail(client_id, n, status) makes the next n requests of that client fail; delay(client_id, s)
-  holds its answers back (for concurrent first requests); Client(answer={...}) sets fields of
-  every answer of that client as given (hostile tokens: a NUL, controls, non-ASCII);
+- fail(client_id, n, status) makes the next n requests of that client fail; set_delay(client_id,
+  s) holds its answers back s seconds, or, given a threading.Event, until it is set (for
+  concurrent first requests, and for what must go on while a fetch is held);
+  Client(answer={...}) sets fields of every answer of that client as given (hostile tokens: a
+  NUL, controls, non-ASCII);
 - every request is checked, every violation recorded in .violations (a case asserts it is
   empty), and .fetches counts the token requests per client_id; .issued holds every access and
   refresh token handed out (canaries for the case's scans).
@@ -159,7 +161,9 @@ class TokenEndpoint:
             delay, failing = c.delay, c.failing
             if failing:
                 c.failing -= 1
-        if delay:
+        if isinstance(delay, threading.Event):
+            delay.wait(120)
+        elif delay:
             time.sleep(delay)
         if failing:
             # an error_description that echoes what the client sent: vaultgate must not log it

@@ -80,19 +80,78 @@ def tmpdir():
 
 
 _PORTS_GIVEN = set()
+_PORT_LOCKS = []  # open files whose flock reserves a port for as long as this process lives
+PORT_LOCK_DIR = "/tmp/vgtest-ports"
+
+
+def _port_span():
+    """The unprivileged ports the kernel never hands out by itself: below (or above) the range it
+    picks ephemeral ports from, for bind(port 0) and for the source port of every connect on the
+    machine. A port from there that is free now stays free until someone binds it by number."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        lo, hi = 32768, 60999
+    if lo - 20000 >= 2000:
+        return 20000, lo - 1
+    if 65535 - hi >= 2000:
+        return hi + 1, 65535
+    return None
+
+
+def _reserve(port):
+    """Takes the machine-wide reservation of port (an flock on a file named after it, held until
+    this process exits), so that cases running at once, in this suite or another, never pick the
+    same port. False when another live process holds it."""
+    import fcntl
+    try:
+        os.makedirs(PORT_LOCK_DIR, mode=0o1777, exist_ok=True)
+        fd = os.open(os.path.join(PORT_LOCK_DIR, str(port)), os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return True  # nowhere to keep reservations: the bind check alone decides
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _PORT_LOCKS.append(fd)
+    return True
+
+
+def _bindable(host, port):
+    """Nothing holds port now on any address of host's family, for TCP or UDP (the wildcard
+    bind, without SO_REUSEADDR: a port with connections left in TIME_WAIT counts as taken)."""
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        s = socket.socket(fam, kind)
+        try:
+            s.bind(("::" if fam == socket.AF_INET6 else "0.0.0.0", port))
+        except OSError:
+            return False
+        finally:
+            s.close()
+    return True
 
 
 def free_port(host="127.0.0.1"):
-    """A port free to bind now that this case has not been given before: the kernel may hand the
-    same ephemeral port to two binds in a row once the first socket is closed."""
-    for _ in range(100):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.bind((host, 0))
-        port = s.getsockname()[1]
-        s.close()
-        if port not in _PORTS_GIVEN:
-            _PORTS_GIVEN.add(port)
-            return port
+    """A port for a server this case starts later (often another process): one the kernel never
+    picks for others (outside the ephemeral range), free now for TCP and UDP, and reserved on
+    the machine for this case, so that nothing takes it between this call and the server's bind:
+    no other case, and no connect's source port. Never the same port twice in one case."""
+    span = _port_span()
+    for _ in range(200):
+        if span is None:
+            s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+            s.close()
+        else:
+            port = random.randint(span[0], span[1])
+        if port in _PORTS_GIVEN or not _bindable(host, port) or not _reserve(port):
+            continue
+        _PORTS_GIVEN.add(port)
+        return port
     fail("no free port on %s not given before" % host)
 
 
@@ -314,8 +373,9 @@ def send_corked(s, pieces):
 
 class FakeUpstream:
     """TLS server on ADDR:443. handler(req, conn_index) returns a list of actions:
-    bytes (sent), ("sleep", s), ("close",), ("corked", [bytes, ...]) (send_corked), ("ws_echo",
-    n), ("raw_echo",). Records raw bytes per connection."""
+    bytes (sent), ("sleep", s), ("call", fn) (fn() returns: to hold a response until the case has
+    seen an event), ("close",), ("corked", [bytes, ...]) (send_corked), ("ws_echo", n),
+    ("raw_echo",). Records raw bytes per connection."""
 
     def __init__(self, cert, key, handler=None, port=443, addr=None, tls=True,
                  continue100=False):
@@ -440,6 +500,8 @@ class FakeUpstream:
                         s.sendall(a)
                     elif a[0] == "sleep":
                         time.sleep(a[1])
+                    elif a[0] == "call":
+                        a[1]()
                     elif a[0] == "close":
                         return
                     elif a[0] == "corked":
@@ -638,7 +700,7 @@ class Vaultgate:
             self.wait_ready()
         return self
 
-    def wait_ready(self, timeout=15):
+    def wait_ready(self, timeout=60):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -652,8 +714,8 @@ class Vaultgate:
             time.sleep(0.05)
         fail("vaultgate not ready after %ds:\n%s" % (timeout, self.stderr()))
 
-    def admin_get(self, path):
-        c = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=5)
+    def admin_get(self, path, timeout=30):
+        c = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=timeout)
         try:
             c.request("GET", path)
             r = c.getresponse()
@@ -838,7 +900,7 @@ class Witness:
         self.sock.close()
 
 
-def wait_for(pred, timeout=5.0, step=0.05):
+def wait_for(pred, timeout=30.0, step=0.05):
     """Polls pred() until it is true or timeout passes. Returns the last value."""
     deadline = time.monotonic() + timeout
     v = pred()

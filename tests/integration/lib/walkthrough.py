@@ -3,9 +3,13 @@
 - block(doc, name): the ```sh block right after the line `<!-- walkthrough: NAME ... -->`.
 - checkout(d, scripts): a stand-in for the reader's checkout: copies of the named scripts/,
   conf/ linked, the built binary at build/cli/vaultgate; its var/ is the case's own.
-- run(script, d, subst, env, timeout): bash -e runs the block with each `old` -> `new` of subst
-  replaced (each must occur exactly once, so a changed doc fails loudly); stdout and stderr go to
-  files (the block's background jobs keep what they inherit open). -> (exit code, out, err)
+- run(script, d, subst, env, timeout, rename): bash -e runs the block with each `old` -> `new` of
+  subst replaced (each must occur exactly once, so a changed doc fails loudly) and each `old` ->
+  `new` of rename replaced wherever it occurs (at least once); stdout and stderr go to files (the
+  block's background jobs keep what they inherit open). -> (exit code, out, err)
+- wait_listening(addr, port, netns): a shell line that waits until a TCP connect to addr:port
+  (in that network namespace) succeeds: put before the block's first request to a server it
+  started in the background, which a reader's eye waits for but a script does not.
 """
 import os
 import re
@@ -35,9 +39,21 @@ def checkout(d, scripts):
     return vg
 
 
-def run(script, d, subst, env=None, timeout=180):
+def wait_listening(addr, port, netns=None):
+    probe = "exec 3<>/dev/tcp/%s/%d" % (addr, port)
+    if netns:
+        probe = "ip netns exec %s bash -c '%s'" % (netns, probe)
+    else:
+        probe = "(%s)" % probe
+    return "until %s 2>/dev/null; do sleep 0.2; done\n" % probe
+
+
+def run(script, d, subst, env=None, timeout=180, rename=()):
     for old, new in subst:
         t.check(script.count(old) == 1, "the block's %r line changed" % old)
+        script = script.replace(old, new)
+    for old, new in rename:
+        t.check(old in script, "the block no longer names %r" % old)
         script = script.replace(old, new)
     out_p, err_p = os.path.join(d, "block.out"), os.path.join(d, "block.err")
     with open(out_p, "wb") as fo, open(err_p, "wb") as fe:

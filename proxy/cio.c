@@ -595,6 +595,11 @@ bool cio_has_input(struct cio *io)
     return io != NULL && !io->dead && evbuffer_get_length(io->in) > 0;
 }
 
+bool cio_writing(const struct cio *io)
+{
+    return io->wadded;
+}
+
 SSL *cio_ssl(const struct cio *io)
 {
     return io->ssl;

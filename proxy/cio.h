@@ -71,6 +71,8 @@ struct evbuffer *cio_input(struct cio *io);
 size_t cio_queued(const struct cio *io);
 /* Bytes wait in the input. */
 bool cio_has_input(struct cio *io);
+/* The write event is added: output is queued (or OpenSSL waits to write). */
+bool cio_writing(const struct cio *io);
 SSL *cio_ssl(const struct cio *io);
 evutil_socket_t cio_fd(const struct cio *io);
 

@@ -508,8 +508,8 @@ int cio_accept_tls(struct cio *io, SSL *ssl)
         event_remove_timer(&io->wev);
     cio_update_read(io);
     cio_update_write(io);
-    if (!io->raw)
-        event_active(&io->rev, EV_READ, 1); /* from the loop: bytes may be there already */
+    if (!io->raw && io->early != NULL)
+        event_active(&io->rev, EV_READ, 1); /* from the loop: the early bytes are there */
     return 0;
 }
 

@@ -492,8 +492,7 @@ int cio_accept_tls(struct cio *io, SSL *ssl)
         }
         BIO_set_mem_eof_return(mem, -1);
         evbuffer_drain(io->in, n);
-        BIO_up_ref(sock);
-        SSL_set0_rbio(ssl, mem);
+        SSL_set0_rbio(ssl, mem); /* drops the socket BIO's read reference (SSL_set_bio took two) */
         io->early = mem;
     }
     SSL_set_mode(ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);

@@ -58,6 +58,7 @@ struct cio {
     bool raw;         /* the output is written in the clear before the handshake starts */
     bool nocopy;      /* the output holds chains never to be pulled up */
     bool rd_wants_wr; /* SSL_read wanted to write */
+    bool wr_wants_rd; /* SSL_write wanted to read */
     bool shut;        /* close_notify and FIN once the output is out */
     bool failed;      /* a write from cio_push() failed: reported from the loop */
     bool stopped;     /* no more callbacks, no more I/O */
@@ -75,7 +76,7 @@ static bool cio_want_read(const struct cio *io)
 {
     if (io->stopped || io->dead || io->eof || io->raw)
         return false;
-    if (io->hs)
+    if (io->hs || io->wr_wants_rd)
         return true;
     return io->reading && evbuffer_get_length(io->in) < VG_CONN_IN_MAX;
 }
@@ -84,7 +85,8 @@ static bool cio_want_write(const struct cio *io)
 {
     if (io->stopped || io->dead)
         return false;
-    return io->rd_wants_wr || (evbuffer_get_length(io->out) > 0 && !io->hs) || io->raw;
+    return io->rd_wants_wr || (evbuffer_get_length(io->out) > 0 && !io->hs && !io->wr_wants_rd) ||
+           io->raw;
 }
 
 /* Adds or deletes rev as cio_want_read() says. Turned on with records in OpenSSL, the read
@@ -258,7 +260,7 @@ static void cio_on_readable(struct cio *io)
         (void)cio_report(io, (short)(CIO_READING | end));
         return;
     }
-    if (io->wretry > 0 && evbuffer_get_length(io->out) > 0)
+    if (io->wr_wants_rd && evbuffer_get_length(io->out) > 0)
         cio_write_out(io); /* an SSL_write that wanted to read */
 }
 
@@ -318,11 +320,13 @@ static int cio_tls_write(struct cio *io, struct evbuffer *buf, bool nocopy)
         if (w > 0) {
             evbuffer_drain(buf, (size_t)w);
             io->wretry = 0;
+            io->wr_wants_rd = false;
             continue;
         }
         e = SSL_get_error(io->ssl, w);
         if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
             io->wretry = (int)len;
+            io->wr_wants_rd = e == SSL_ERROR_WANT_READ;
             return 0;
         }
         (void)cio_ssl_end(io, e);
@@ -385,6 +389,7 @@ static void cio_write_out(struct cio *io)
             cio_shut_now(io);
     }
     cio_update_write(io);
+    cio_update_read(io); /* an SSL_write that wants to read waits for the read event */
 }
 
 static void cio_write_ev(evutil_socket_t fd, short what, void *arg)
@@ -432,6 +437,7 @@ void cio_push(struct cio *io, struct evbuffer *stage, bool nocopy)
         evbuffer_add_buffer(io->out, stage);
     }
     cio_update_write(io);
+    cio_update_read(io); /* an SSL_write that wants to read waits for the read event */
 }
 
 /* ---- TLS handshake ---------------------------------------------------------------------- */

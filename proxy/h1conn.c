@@ -27,6 +27,7 @@
 #include "proxy/reason.h"
 #include "proxy/tunnel.h"
 #include "proxy/upstream.h"
+#include "mask/wsmask.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -39,7 +40,6 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -113,10 +113,9 @@ static void h1_release_buffers(struct h1conn *c)
 {
     struct timeval tv = {c->idle_rest > 0 ? c->idle_rest - 1 : 0,
                          c->idle_rest > 0 ? 1000000 - H1_BUF_KEEP_MS * 1000 : 0};
-    SSL *ssl = bufferevent_openssl_get_ssl(c->io.bev);
 
-    if (ssl != NULL)
-        SSL_free_buffers(ssl);
+    if (c->io != NULL)
+        cio_free_buffers(c->io);
     c->buf_timer = false;
     if (c->state == H1_S_IDLE)
         evtimer_add(c->timer, &tv);
@@ -133,6 +132,19 @@ void h1_leave(struct h1conn *c)
         h1_free(c);
 }
 
+/* Sends what is staged for the client (cio_push). */
+void h1_push(struct h1conn *c)
+{
+    if (c->io != NULL)
+        cio_push(c->io, c->stage, false);
+}
+
+/* Bytes on their way to the client: staged, or queued in its socket's output. */
+static size_t h1_pending(const struct h1conn *c)
+{
+    return (c->stage != NULL ? evbuffer_get_length(c->stage) : 0) + cio_queued(c->io);
+}
+
 void h1_record_refusal(struct h1conn *c, const char *host)
 {
     struct worker *w = c->cc.w;
@@ -147,17 +159,14 @@ void h1_reading(struct h1conn *c)
 {
     bool on;
 
-    if (c->io.bev == NULL || c->state == H1_S_CLOSED)
+    if (c->io == NULL || c->state == H1_S_CLOSED)
         return;
     /* The client side keeps reading while a request is in flight (bytes of a pipelined request
      * wait in its input, bounded by the read watermark): toggling EV_READ per request would
      * cost two epoll_ctl calls. Only a paused body stops it. */
     on = c->state != H1_S_FLUSH && !(c->state == H1_S_EXCHANGE && c->body == H1_BODY_PAUSED) &&
          !(c->state == H1_S_PEEK && c->upreq != NULL);
-    if (on)
-        bufferevent_enable(c->io.bev, EV_READ);
-    else
-        bufferevent_disable(c->io.bev, EV_READ);
+    cio_read(c->io, on);
 }
 
 static void resume_cb(evutil_socket_t fd, short what, void *arg)
@@ -173,8 +182,8 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
  * waiting for more to arrive, and never inside an exchange's callback. */
 void h1_schedule_input(struct h1conn *c)
 {
-    if (c->io.bev == NULL ||
-        (!bevio_has_input(c->io.bev) && !(c->state == H1_S_EXCHANGE && c->body == H1_BODY_FLOW)))
+    if (c->io == NULL ||
+        (!cio_has_input(c->io) && !(c->state == H1_S_EXCHANGE && c->body == H1_BODY_FLOW)))
         return;
     if (c->resume == NULL)
         c->resume = event_new(c->cc.w->base, -1, 0, resume_cb, c);
@@ -220,9 +229,9 @@ static int h1_lend(struct h1conn *c)
             c->parser = http1_parser_new(HTTP1_REQUEST, &req_callbacks, c);
         }
     }
-    if (c->io.stage == NULL)
-        c->io.stage = sp != NULL && sp->nb > 0 ? sp->b[--sp->nb] : evbuffer_new();
-    return c->parser != NULL && c->io.stage != NULL ? 0 : -1;
+    if (c->stage == NULL)
+        c->stage = sp != NULL && sp->nb > 0 ? sp->b[--sp->nb] : evbuffer_new();
+    return c->parser != NULL && c->stage != NULL ? 0 : -1;
 }
 
 /* Gives parser and stage back to the worker (or frees them) once the connection is idle. */
@@ -238,12 +247,12 @@ static void h1_give_back(struct h1conn *c)
             http1_parser_free(&c->parser);
         c->parser = NULL;
     }
-    if (c->io.stage != NULL && evbuffer_get_length(c->io.stage) == 0) {
+    if (c->stage != NULL && evbuffer_get_length(c->stage) == 0) {
         if (sp != NULL && sp->nb < VG_WORKER_SPARES)
-            sp->b[sp->nb++] = c->io.stage;
+            sp->b[sp->nb++] = c->stage;
         else
-            evbuffer_free(c->io.stage);
-        c->io.stage = NULL;
+            evbuffer_free(c->stage);
+        c->stage = NULL;
     }
 }
 
@@ -272,13 +281,10 @@ static void h1_free(struct h1conn *c)
     exchange_free(&c->x);
     if (c->upreq != NULL)
         upstream_cancel(&c->upreq);
-    if (c->io.bev != NULL) {
-        bufferevent_setcb(c->io.bev, NULL, NULL, NULL, NULL);
-        bufferevent_free(c->io.bev);
-    }
+    cio_free(&c->io);
     http1_parser_free(&c->parser);
-    if (c->io.stage != NULL)
-        evbuffer_free(c->io.stage);
+    if (c->stage != NULL)
+        evbuffer_free(c->stage);
     if (c->timer != NULL)
         event_free(c->timer);
     if (c->resume != NULL)
@@ -301,8 +307,8 @@ void h1_close(struct h1conn *c, const char *reason)
     if (c->resume != NULL)
         event_del(c->resume);
     exchange_free(&c->x);
-    if (c->io.bev != NULL)
-        bufferevent_disable(c->io.bev, EV_READ | EV_WRITE);
+    if (c->io != NULL)
+        cio_stop(c->io);
     worker_detach(c->cc.w, &c->link);
     if (defer_free(&c->defer))
         h1_free(c);
@@ -312,7 +318,7 @@ void h1_close(struct h1conn *c, const char *reason)
  * touching it. */
 void h1_handover(struct h1conn *c)
 {
-    c->io.bev = NULL;
+    c->io = NULL;
     h1_set_state(c, H1_S_CLOSED);
     evtimer_del(c->timer);
     if (c->resume != NULL)
@@ -325,37 +331,24 @@ void h1_handover(struct h1conn *c)
  * sending does not get an RST that destroys the response it has not read yet. */
 static void h1_linger(struct h1conn *c)
 {
-    SSL *ssl = bufferevent_openssl_get_ssl(c->io.bev);
-    evutil_socket_t fd = bufferevent_getfd(c->io.bev);
-    bool filter = bufferevent_get_underlying(c->io.bev) != NULL;
-
-    if (ssl != NULL) /* a TLS connection reaches this transport after its handshake */
-        SSL_shutdown(ssl);
     h1_set_state(c, H1_S_LINGER);
     h1_arm(c, H1_T_LINGER);
-    bufferevent_setwatermark(c->io.bev, EV_WRITE, 0, 0);
-    if (filter) {
-        /* A TLS filter (CONNECT with early data) still flushes through the plain bufferevent
-         * under it: no FIN yet, leave both alone until the linger timer closes them. */
-        return;
-    }
-    if (fd >= 0)
-        shutdown(fd, SHUT_WR);
-    bufferevent_disable(c->io.bev, EV_WRITE);
-    bufferevent_enable(c->io.bev, EV_READ);
+    cio_set_wlow(c->io, 0);
+    cio_shutdown(c->io);
+    cio_read(c->io, true);
 }
 
 /* Close once the client's output has drained (the final response is on its way). */
 static void h1_flush_close(struct h1conn *c)
 {
-    bevio_push(&c->io);
+    h1_push(c);
     exchange_free(&c->x);
     h1_set_state(c, H1_S_FLUSH);
     h1_arm(c, H1_T_FLUSH);
-    bufferevent_set_timeouts(c->io.bev, NULL, NULL);
-    bufferevent_setwatermark(c->io.bev, EV_WRITE, 0, 0);
-    bufferevent_disable(c->io.bev, EV_READ);
-    if (evbuffer_get_length(bufferevent_get_output(c->io.bev)) == 0)
+    cio_set_timeouts(c->io, NULL, NULL);
+    cio_set_wlow(c->io, 0);
+    cio_read(c->io, false);
+    if (cio_queued(c->io) == 0)
         h1_linger(c);
 }
 
@@ -368,12 +361,12 @@ static int h1_resp_head(void *t, struct http_head *h, enum exch_body body, uint6
     enum http1_body fb = HTTP1_BODY_NONE;
 
     if (h->status == 101)
-        return http1_write_response_head(c->io.stage, h, HTTP1_BODY_NONE, 0, false);
+        return http1_write_response_head(c->stage, h, HTTP1_BODY_NONE, 0, false);
     if (h->status < 200) {
         /* an HTTP/1.0 client cannot tell an interim response from the answer */
         if (c->req_minor == 0)
             return 0;
-        return http1_write_response_head(c->io.stage, h, HTTP1_BODY_NONE, 0, false);
+        return http1_write_response_head(c->stage, h, HTTP1_BODY_NONE, 0, false);
     }
     c->framing = H1_FR_NONE;
     if (body == EXCH_BODY_LENGTH) {
@@ -392,10 +385,10 @@ static int h1_resp_head(void *t, struct http_head *h, enum exch_body body, uint6
         close = true;
     }
     c->resp_close = close || !c->keep_alive || c->cc.draining;
-    if (http1_write_response_head(c->io.stage, h, fb, len, c->resp_close) < 0)
+    if (http1_write_response_head(c->stage, h, fb, len, c->resp_close) < 0)
         return -1;
     /* from now on only body idleness counts */
-    bufferevent_set_timeouts(c->io.bev, NULL, &idle);
+    cio_set_timeouts(c->io, NULL, &idle);
     return 0;
 }
 
@@ -407,12 +400,11 @@ static int h1_resp_body(void *t, struct evbuffer *buf)
     if (c->framing == H1_FR_CHUNKED) {
         if (n == 0)
             return 0;
-        if (http1_write_chunk_header(c->io.stage, n) < 0 ||
-            evbuffer_add_buffer(c->io.stage, buf) < 0)
+        if (http1_write_chunk_header(c->stage, n) < 0 || evbuffer_add_buffer(c->stage, buf) < 0)
             return -1;
-        return evbuffer_add(c->io.stage, "\r\n", 2);
+        return evbuffer_add(c->stage, "\r\n", 2);
     }
-    return evbuffer_add_buffer(c->io.stage, buf);
+    return evbuffer_add_buffer(c->stage, buf);
 }
 
 /* The end of a response; trailers go with the last chunk (other framings cannot carry them). */
@@ -420,7 +412,7 @@ static int h1_resp_end(void *t, struct http_head *trailers)
 {
     struct h1conn *c = t;
 
-    if (c->framing == H1_FR_CHUNKED && http1_write_last_chunk_trailers(c->io.stage, trailers) < 0)
+    if (c->framing == H1_FR_CHUNKED && http1_write_last_chunk_trailers(c->stage, trailers) < 0)
         return -1;
     return 0;
 }
@@ -431,25 +423,25 @@ static int h1_resp_error(void *t, int status, const char *type, const char *deta
     struct h1conn *c = t;
 
     c->resp_close = true;
-    return http1_write_error(c->io.stage, status, type, details, host, true);
+    return http1_write_error(c->stage, status, type, details, host, true);
 }
 
 static size_t h1_room(void *t)
 {
     struct h1conn *c = t;
-    size_t pending = bevio_pending(&c->io);
+    size_t pending = h1_pending(c);
 
     if (pending < VG_CONN_OUT_CAP)
         return VG_CONN_OUT_CAP - pending;
-    /* what the socket takes now does not count; what stays is queued in the bufferevent, whose
+    /* what the socket takes now does not count; what stays is queued in the client I/O, whose
      * write callback then says when it has drained */
-    bevio_push(&c->io);
-    pending = bevio_pending(&c->io);
+    h1_push(c);
+    pending = h1_pending(c);
     if (pending < VG_CONN_OUT_CAP)
         return VG_CONN_OUT_CAP - pending;
     if (!c->want_drain) {
         c->want_drain = true;
-        bufferevent_setwatermark(c->io.bev, EV_WRITE, VG_CONN_OUT_CAP / 2, 0);
+        cio_set_wlow(c->io, VG_CONN_OUT_CAP / 2);
     }
     return 0;
 }
@@ -462,7 +454,7 @@ static void h1_more(void *t)
     if (c->state != H1_S_EXCHANGE || c->body == H1_BODY_DONE)
         return;
     if (c->body == H1_BODY_WAIT)
-        bufferevent_set_timeouts(c->io.bev, &idle, NULL);
+        cio_set_timeouts(c->io, &idle, NULL);
     c->body = H1_BODY_FLOW;
     h1_reading(c);
     h1_schedule_input(c);
@@ -472,7 +464,7 @@ static void h1_flush(void *t)
 {
     struct h1conn *c = t;
 
-    bevio_push(&c->io);
+    h1_push(c);
     if (c->state == H1_S_EXCHANGE && !c->buf_timer)
         h1_arm_buffers(c); /* released while the answer was slow: count the quiet anew */
 }
@@ -483,7 +475,7 @@ static void h1_keep_alive(struct h1conn *c)
     exchange_free(&c->x);
     c->req = NULL;
     h1_give_back(c);
-    bufferevent_set_timeouts(c->io.bev, NULL, NULL);
+    cio_set_timeouts(c->io, NULL, NULL);
     h1_set_state(c, H1_S_IDLE);
     h1_arm_idle(c, H1_T(c, VG_T_IDLE));
     h1_reading(c);
@@ -494,14 +486,12 @@ static void h1_keep_alive(struct h1conn *c)
 static void h1_upgrade(struct h1conn *c)
 {
     struct tunnel_info ti = {0};
-    struct bufferevent *up = NULL, *client = c->io.bev;
+    struct bufferevent *up = NULL, *client;
     struct wsmask *wsm = NULL;
     bool bad_ext = false, route_tunnel = false;
 
     exchange_take_upgrade(c->x, &up, &wsm, &bad_ext, &route_tunnel);
-    bevio_push(&c->io); /* the 101 first */
-    if (evbuffer_get_length(c->io.stage) > 0)
-        evbuffer_add_buffer(bufferevent_get_output(client), c->io.stage);
+    h1_push(c); /* the 101 first (what the socket refused is queued, and goes along) */
     ti.id = c->cc.id;
     ti.client_addr = c->cc.client_addr;
     ti.la = c->cc.la;
@@ -514,10 +504,15 @@ static void h1_upgrade(struct h1conn *c)
         return;
     }
     evtimer_del(c->timer);
-    bufferevent_set_timeouts(client, NULL, NULL);
-    c->io.bev = NULL; /* the tunnel's from here, even when it cannot start */
+    /* the tunnel reads and writes through a bufferevent, the client's bytes read so far in it */
+    client = cio_to_bufferevent(&c->io);
+    if (client == NULL) {
+        bufferevent_free(up);
+        wsmask_free(&wsm);
+        h1_close(c, "oom");
+        return;
+    }
     if (tunnel_start(c->cc.w, &c->link, client, up, wsm, bad_ext, &ti) < 0) {
-        c->io.bev = NULL;
         h1_close(c, "oom");
         return;
     }
@@ -528,7 +523,7 @@ static void h1_finished(void *t, enum exch_end how)
 {
     struct h1conn *c = t;
 
-    bevio_push(&c->io);
+    h1_push(c);
     switch (how) {
     case EXCH_END_DONE:
         if (c->resp_close || !c->keep_alive || c->cc.draining || c->body != H1_BODY_DONE)
@@ -642,9 +637,8 @@ static bool h1_parsing(const struct h1conn *c)
 /* Feeds the client's buffered bytes to the request parser while the state allows it. */
 static void h1_input(struct h1conn *c)
 {
-    struct evbuffer *in = bufferevent_get_input(c->io.bev);
+    struct evbuffer *in = cio_input(c->io);
 
-    bevio_pull(c->io.bev);
     if (c->state == H1_S_LINGER) {
         evbuffer_drain(in, evbuffer_get_length(in));
         return;
@@ -720,26 +714,27 @@ static void h1_busy(struct h1conn *c)
 
 /* ---- client callbacks ------------------------------------------------------------------- */
 
-static void client_read_cb(struct bufferevent *bev, void *arg)
+static void client_read_cb(struct cio *io, void *arg)
 {
     struct h1conn *c = arg;
 
+    (void)io;
     h1_enter(c);
     h1_input(c);
     h1_leave(c);
 }
 
-static void client_write_cb(struct bufferevent *bev, void *arg)
+static void client_write_cb(struct cio *io, void *arg)
 {
     struct h1conn *c = arg;
-    size_t left = evbuffer_get_length(bufferevent_get_output(bev));
+    size_t left = cio_queued(io);
 
     h1_enter(c);
     if (c->state == H1_S_FLUSH && left == 0) {
         h1_linger(c);
     } else if (c->want_drain && left <= VG_CONN_OUT_CAP / 2) {
         c->want_drain = false;
-        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+        cio_set_wlow(io, 0);
         if (c->x != NULL)
             exchange_drained(c->x);
     }
@@ -751,8 +746,7 @@ static void h1_client_gone(struct h1conn *c, short what)
 {
     char detail[256];
 
-    if (c->state == H1_S_EXCHANGE && c->x != NULL && exchange_sent(c->x) &&
-        (what & BEV_EVENT_EOF)) {
+    if (c->state == H1_S_EXCHANGE && c->x != NULL && exchange_sent(c->x) && (what & CIO_EOF)) {
         /* the client closed after sending its request: nobody is left to read the response
          * (TLS clients do not half-close), so both sides go */
         h1_close(c, "client_eof");
@@ -760,26 +754,26 @@ static void h1_client_gone(struct h1conn *c, short what)
     }
     if (c->x != NULL)
         exchange_client_gone(c->x, VG_R_CLIENT_CLOSED);
-    if ((what & BEV_EVENT_ERROR) && log_enabled(LOG_DEBUG)) {
-        unsigned long e = bufferevent_get_openssl_error(c->io.bev);
+    if ((what & CIO_ERROR) && log_enabled(LOG_DEBUG)) {
+        unsigned long e = cio_ssl_error(c->io);
         const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
 
         snprintf(detail, sizeof(detail), "%s",
-                 e != 0 ? (r != NULL ? r : "TLS error") : strerror(EVUTIL_SOCKET_ERROR()));
+                 e != 0 ? (r != NULL ? r : "TLS error") : strerror(cio_sys_error(c->io)));
         h1_log(c, LOG_DEBUG, "client_error", "client_io", detail);
     }
-    h1_close(c, (what & BEV_EVENT_EOF) ? "client_eof" : "client_error");
+    h1_close(c, (what & CIO_EOF) ? "client_eof" : "client_error");
 }
 
-static void client_event_cb(struct bufferevent *bev, short what, void *arg)
+static void client_event_cb(struct cio *io, short what, void *arg)
 {
     struct h1conn *c = arg;
 
-    (void)bev;
+    (void)io;
     h1_enter(c);
-    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+    if (what & (CIO_EOF | CIO_ERROR)) {
         h1_client_gone(c, what);
-    } else if (what & BEV_EVENT_TIMEOUT) {
+    } else if (what & CIO_TIMEOUT) {
         h1_close(c, "client_timeout");
     }
     h1_leave(c);
@@ -831,7 +825,7 @@ static void h1_link_abort(struct worker_link *l)
 
 static const struct worker_link_ops h1_link_ops = {h1_link_drain, h1_link_abort};
 
-int h1conn_start(struct worker_link *from, struct exch_conn *cc, struct bufferevent *bev, bool busy,
+int h1conn_start(struct worker_link *from, struct exch_conn *cc, struct cio *io, bool busy,
                  const struct h1conn_hooks *hooks)
 {
     struct h1conn *c = calloc(1, sizeof(*c));
@@ -839,7 +833,7 @@ int h1conn_start(struct worker_link *from, struct exch_conn *cc, struct bufferev
     if (c != NULL)
         c->timer = evtimer_new(cc->w->base, timer_cb, c);
     if (c == NULL || c->timer == NULL) {
-        bufferevent_free(bev);
+        cio_free(&io);
         free(c);
         return -1;
     }
@@ -852,10 +846,11 @@ int h1conn_start(struct worker_link *from, struct exch_conn *cc, struct bufferev
         c->cc.id = worker_attach(c->cc.w, &c->link, &h1_link_ops);
     else
         worker_replace(c->cc.w, from, &c->link, &h1_link_ops);
-    c->io.bev = bev;
-    bufferevent_setcb(bev, client_read_cb, client_write_cb, client_event_cb, c);
-    bufferevent_setwatermark(bev, EV_READ, 0, VG_CONN_IN_MAX);
-    bufferevent_enable(bev, EV_READ | EV_WRITE);
+    c->io = io;
+    cio_setcb(io, client_read_cb, client_write_cb, client_event_cb, c);
+    cio_set_timeouts(io, NULL, NULL);
+    cio_set_wlow(io, 0);
+    cio_read(io, true);
     h1_enter(c);
     if (busy)
         h1_busy(c);

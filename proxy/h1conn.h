@@ -13,8 +13,7 @@
 
 #include <stdbool.h>
 
-#include <event2/bufferevent.h>
-
+struct cio;
 struct worker_link;
 struct worker_module;
 struct exch_conn;
@@ -22,24 +21,25 @@ struct exch_conn;
 /* What the transport asks of the module that started it. */
 struct h1conn_hooks {
     /*
-     * An intercepted CONNECT: TLS is to be accepted on the connection, whose plain bufferevent
-     * (callbacks cleared) is the hook's from the call on, even when it fails. On 0 the hook has
-     * taken `from`'s place in the worker's list and the connection's context (copied; its caches
-     * move); on -1 nothing but the bufferevent was taken and `from` closes as it would.
+     * An intercepted CONNECT: TLS is to be accepted on the connection, whose plain client I/O
+     * (callbacks cleared; the client's early bytes in its input, the 200 perhaps still queued)
+     * is the hook's from the call on, even when it fails. On 0 the hook has taken `from`'s place
+     * in the worker's list and the connection's context (copied; its caches move); on -1 nothing
+     * but the client I/O was taken and `from` closes as it would.
      */
-    int (*tls)(struct worker_link *from, struct exch_conn *cc, struct bufferevent *plain);
+    int (*tls)(struct worker_link *from, struct exch_conn *cc, struct cio *plain);
 };
 
 /*
- * Takes over a client connection that speaks HTTP/1.1: the bufferevent (a plain one, or TLS
+ * Takes over a client connection that speaks HTTP/1.1: the client I/O (cio.h: plain, or TLS
  * after its handshake; callbacks replaced), the connection's context (copied; its caches move)
  * and its place in the worker's list (`from`), or a new place (from NULL: the connection joins
  * the worker here and gets its id). busy: over the connection limit, the first answer is 503 and
  * the connection ends. hooks (static, may be NULL: an intercepted CONNECT is then closed) serve
- * an intercepted CONNECT. Returns 0, or -1 (out of memory: bev freed; `from` must close as it
+ * an intercepted CONNECT. Returns 0, or -1 (out of memory: io freed; `from` must close as it
  * would).
  */
-int h1conn_start(struct worker_link *from, struct exch_conn *cc, struct bufferevent *bev, bool busy,
+int h1conn_start(struct worker_link *from, struct exch_conn *cc, struct cio *io, bool busy,
                  const struct h1conn_hooks *hooks);
 
 /* The request parsers and stage buffers a worker keeps for its connections' next requests;

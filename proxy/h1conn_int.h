@@ -10,7 +10,7 @@
 
 #include "audit/log.h"
 #include "common/defer.h"
-#include "proxy/bevio.h"
+#include "proxy/cio.h"
 #include "proxy/exchange.h"
 #include "proxy/h1conn.h"
 #include "http/http1.h"
@@ -55,7 +55,8 @@ struct h1conn {
     enum h1_state state;
     enum h1_body body;
     enum h1_framing framing;
-    struct bevio io;
+    struct cio *io;         /* the client; NULL once handed on */
+    struct evbuffer *stage; /* produced for the client, sent by cio_push(); lent by the worker */
     struct http1_parser *parser;
     struct http1_msg *req;      /* the parser's, between on_head and the next reset */
     struct exchange *x;         /* the request in flight */
@@ -92,6 +93,7 @@ void h1_begin(struct h1conn *c);
 void h1_schedule_input(struct h1conn *c);
 void h1_reading(struct h1conn *c);
 void h1_record_refusal(struct h1conn *c, const char *host);
+void h1_push(struct h1conn *c);
 
 /* proxyconn.c */
 void proxy_connected(struct h1conn *c);

@@ -21,6 +21,7 @@
 #include "common/caps.h"
 #include "common/hostname.h"
 #include "proxy/bevio.h"
+#include "proxy/cio.h"
 #include "proxy/exchange.h"
 #include "proxy/h1conn.h"
 #include "proxy/h2conn.h"
@@ -43,7 +44,6 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -58,7 +58,7 @@ struct ingress_conn {
     struct worker_link link; /* first: the worker's list holds &ic->link */
     struct tls_hello hello;  /* the ClientHello decision, reached from the SSL */
     struct exch_conn cc;     /* what the transport gets */
-    struct bufferevent *bev;
+    struct cio *io;
     struct event *timer; /* the handshake's deadline */
     bool busy;           /* over the connection limit: the transport answers 503 */
 };
@@ -70,18 +70,15 @@ struct ingress_worker {
     int64_t limit_logged;   /* CLOCK_MONOTONIC second of that line */
 };
 
-static int start_h1(struct worker_link *from, struct exch_conn *cc, struct bufferevent *bev,
-                    bool busy);
-static int start_h2(struct worker_link *from, struct exch_conn *cc, struct bufferevent *bev,
-                    bool busy);
+static int start_h1(struct worker_link *from, struct exch_conn *cc, struct cio *io, bool busy);
+static int start_h2(struct worker_link *from, struct exch_conn *cc, struct cio *io, bool busy);
 
 /* The transports, by the ALPN name the handshake selected; the last one is the default (no
  * ALPN, or a name not listed). A new transport is one row here (and its name in tls.c's ALPN
  * list). */
 static const struct ingress_transport {
     const char *alpn;
-    int (*start)(struct worker_link *from, struct exch_conn *cc, struct bufferevent *bev,
-                 bool busy);
+    int (*start)(struct worker_link *from, struct exch_conn *cc, struct cio *io, bool busy);
 } transports[] = {
     {"h2", start_h2},
     {"http/1.1", start_h1},
@@ -89,8 +86,7 @@ static const struct ingress_transport {
 
 #define NTRANSPORTS (sizeof(transports) / sizeof(transports[0]))
 
-static int ingress_tls_take(struct worker_link *from, struct exch_conn *cc,
-                            struct bufferevent *plain);
+static int ingress_tls_take(struct worker_link *from, struct exch_conn *cc, struct cio *plain);
 
 static const struct h1conn_hooks h1_hooks = {ingress_tls_take};
 
@@ -110,16 +106,19 @@ const char *ingress_transport(const unsigned char *p, unsigned n)
     return transport_for(p, n)->alpn;
 }
 
-static int start_h1(struct worker_link *from, struct exch_conn *cc, struct bufferevent *bev,
-                    bool busy)
+static int start_h1(struct worker_link *from, struct exch_conn *cc, struct cio *io, bool busy)
 {
-    return h1conn_start(from, cc, bev, busy, &h1_hooks);
+    return h1conn_start(from, cc, io, busy, &h1_hooks);
 }
 
-/* HTTP/2 keeps no record buffers while idle (docs/internals/proxy.md, "Record buffers"). */
-static int start_h2(struct worker_link *from, struct exch_conn *cc, struct bufferevent *bev,
-                    bool busy)
+/* HTTP/2 reads and writes through a bufferevent (cio.h hands the connection over) and keeps no
+ * record buffers while idle (docs/internals/proxy.md, "Record buffers"). */
+static int start_h2(struct worker_link *from, struct exch_conn *cc, struct cio *io, bool busy)
 {
+    struct bufferevent *bev = cio_to_bufferevent(&io);
+
+    if (bev == NULL)
+        return -1;
     bevio_release_always(bev);
     return h2conn_start(from, cc, bev, busy);
 }
@@ -142,10 +141,9 @@ static void ingress_log(const struct ingress_conn *ic, enum log_level lvl, const
 /* Frees ic; its place in the worker's list is gone already (detached or handed on). */
 static void ingress_free(struct ingress_conn *ic)
 {
-    if (ic->bev != NULL) {
-        tls_server_ssl_detach(bufferevent_openssl_get_ssl(ic->bev));
-        bufferevent_setcb(ic->bev, NULL, NULL, NULL, NULL);
-        bufferevent_free(ic->bev);
+    if (ic->io != NULL) {
+        tls_server_ssl_detach(cio_ssl(ic->io));
+        cio_free(&ic->io);
     }
     if (ic->timer != NULL)
         event_free(ic->timer);
@@ -166,7 +164,7 @@ static void nosni_host(struct ingress_conn *ic, char *out, size_t outsz)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
-    evutil_socket_t fd = bufferevent_getfd(ic->bev);
+    evutil_socket_t fd = ic->io != NULL ? cio_fd(ic->io) : -1;
 
     snprintf(out, outsz, "(no-sni)");
     if (ic->cc.w->sh->mode != POLICY_MODE_CATCHALL || fd < 0)
@@ -234,36 +232,36 @@ static int ingress_decide(struct tls_hello *h, const char *host, struct tls_leaf
 /* The handshake is done: the transport ALPN picked takes the connection over. */
 static void ingress_handshake_done(struct ingress_conn *ic)
 {
-    SSL *ssl = bufferevent_openssl_get_ssl(ic->bev);
+    SSL *ssl = cio_ssl(ic->io);
     const unsigned char *p = NULL;
     unsigned int n = 0;
-    struct bufferevent *bev = ic->bev;
+    struct cio *io = ic->io;
 
     metrics_tls_handshake(ic->cc.w->id);
     SSL_get0_alpn_selected(ssl, &p, &n);
     tls_server_ssl_detach(ssl);
     evtimer_del(ic->timer);
-    ic->bev = NULL; /* the transport's from here, even when it cannot start */
-    if (transport_for(p, n)->start(&ic->link, &ic->cc, bev, ic->busy) < 0)
+    ic->io = NULL; /* the transport's from here, even when it cannot start */
+    if (transport_for(p, n)->start(&ic->link, &ic->cc, io, ic->busy) < 0)
         ingress_close(ic, "oom");
     else
         ingress_free(ic); /* the transport took its place in the worker's list */
 }
 
-static void event_cb(struct bufferevent *bev, short what, void *arg)
+static void event_cb(struct cio *io, short what, void *arg)
 {
     struct ingress_conn *ic = arg;
     char detail[256];
     unsigned long e;
     const char *r;
 
-    if (what & BEV_EVENT_CONNECTED) {
+    if (what & CIO_CONNECTED) {
         ingress_handshake_done(ic);
         return;
     }
-    if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
+    if (!(what & (CIO_EOF | CIO_ERROR)))
         return;
-    e = bufferevent_get_openssl_error(bev);
+    e = cio_ssl_error(io);
     r = e != 0 ? ERR_reason_error_string(e) : NULL;
     snprintf(detail, sizeof(detail), "%s",
              e != 0 ? (r != NULL ? r : "TLS error") : "connection closed");
@@ -311,69 +309,37 @@ static struct ingress_conn *ingress_new(const struct exch_conn *cc, bool busy)
     return ic;
 }
 
-/*
- * Starts the TLS accept of ic (in the worker's list) on fd, or, when fd < 0, over plain: the
- * descriptor moves to a socket-mode TLS bufferevent when plain holds no byte either way (the
- * fast path), else a filter over plain keeps those bytes in order (an intercepted CONNECT whose
- * client spoke early, or whose 200 is still queued). plain or fd is ic's from the call on.
- * 0, or -1 (ic closed).
- */
-static int ingress_tls(struct ingress_conn *ic, evutil_socket_t fd, struct bufferevent *plain)
+/* Starts the TLS accept of ic (in the worker's list) on io, which is ic's from the call on: bytes
+ * the client sent early are the handshake's first, output still queued (a CONNECT's 200) goes
+ * out before it (cio_accept_tls). 0, or -1 (ic closed). */
+static int ingress_tls(struct ingress_conn *ic, struct cio *io)
 {
     struct ingress_worker *iw = ingress_state(ic->cc.w);
-    struct event_base *base = ic->cc.w->base;
     struct timeval hs = {vg_timeout(&ic->cc.w->sh->timeouts, VG_T_HANDSHAKE), 0};
-    SSL *ssl = iw != NULL ? tls_server_ssl_new(iw->ssl_ctx, &ic->hello) : NULL;
+    SSL *ssl = iw != NULL && io != NULL ? tls_server_ssl_new(iw->ssl_ctx, &ic->hello) : NULL;
 
-    if (plain != NULL && evbuffer_get_length(bufferevent_get_input(plain)) == 0 &&
-        evbuffer_get_length(bufferevent_get_output(plain)) == 0 && bufferevent_getfd(plain) >= 0) {
-        fd = bufferevent_getfd(plain);
-        bufferevent_setfd(plain, -1); /* keeps the descriptor open on free */
-        bufferevent_free(plain);
-        plain = NULL;
-    }
-    if (ssl == NULL) {
-        if (plain != NULL)
-            bufferevent_free(plain);
-        else
-            evutil_closesocket(fd);
+    ic->io = io;
+    if (ssl == NULL || cio_accept_tls(io, ssl) < 0) { /* takes ssl */
         ingress_close(ic, "oom");
         return -1;
     }
-    /* from here the bufferevent owns ssl and fd (or plain), even when its creation fails */
-    if (plain == NULL)
-        ic->bev = bufferevent_openssl_socket_new(base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                                 BEV_OPT_CLOSE_ON_FREE);
-    else if ((ic->bev = bufferevent_openssl_filter_new(base, plain, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                                       BEV_OPT_CLOSE_ON_FREE)) == NULL) {
-        SSL_free(ssl);
-        bufferevent_free(plain);
-    }
-    if (ic->bev == NULL) {
-        ingress_close(ic, "oom");
-        return -1;
-    }
-    bufferevent_openssl_set_allow_dirty_shutdown(ic->bev, 1);
-    bufferevent_setcb(ic->bev, NULL, NULL, event_cb, ic);
-    bufferevent_setwatermark(ic->bev, EV_READ, 0, VG_CONN_IN_MAX);
+    cio_setcb(io, NULL, NULL, event_cb, ic);
     evtimer_add(ic->timer, &hs);
-    bufferevent_enable(ic->bev, EV_READ | EV_WRITE);
     return 0;
 }
 
 /* The HTTP/1.1 transport's hook for an intercepted CONNECT (struct h1conn_hooks.tls). */
-static int ingress_tls_take(struct worker_link *from, struct exch_conn *cc,
-                            struct bufferevent *plain)
+static int ingress_tls_take(struct worker_link *from, struct exch_conn *cc, struct cio *plain)
 {
     struct ingress_conn *ic = ingress_new(cc, false);
 
     if (ic == NULL) {
-        bufferevent_free(plain);
+        cio_free(&plain);
         return -1;
     }
     cc->policy = NULL; /* the cache moved here */
     worker_replace(ic->cc.w, from, &ic->link, &ingress_link_ops);
-    (void)ingress_tls(ic, -1, plain);
+    (void)ingress_tls(ic, plain);
     return 0;
 }
 
@@ -429,17 +395,15 @@ static void accept_tls(const struct exch_conn *cc, evutil_socket_t fd, bool busy
     }
     ic->cc.tls = ic->cc.host_fixed = true;
     ic->cc.id = worker_attach(ic->cc.w, &ic->link, &ingress_link_ops);
-    (void)ingress_tls(ic, fd, NULL);
+    (void)ingress_tls(ic, cio_new(ic->cc.w->base, fd)); /* fd closed when it fails */
 }
 
 /* A plain-HTTP or explicit-proxy listener's socket: HTTP/1.1 at once. */
 static void accept_plain(struct exch_conn *cc, evutil_socket_t fd, bool busy)
 {
-    struct bufferevent *bev = bufferevent_socket_new(cc->w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    struct cio *io = cio_new(cc->w->base, fd); /* fd closed when it fails */
 
-    if (bev == NULL)
-        evutil_closesocket(fd);
-    if (bev == NULL || h1conn_start(NULL, cc, bev, busy, &h1_hooks) < 0)
+    if (io == NULL || h1conn_start(NULL, cc, io, busy, &h1_hooks) < 0)
         log_eventf(LOG_ERROR, "accept", "oom", "out of memory");
 }
 

@@ -49,7 +49,7 @@ static void proxy_up_ready(void *arg, struct bufferevent *bev, enum upstream_err
 {
     struct h1conn *c = arg;
     struct tunnel_info ti = {0};
-    struct bufferevent *client = c->io.bev;
+    struct bufferevent *client;
 
     h1_enter(c);
     c->upreq = NULL;
@@ -76,10 +76,13 @@ static void proxy_up_ready(void *arg, struct bufferevent *bev, enum upstream_err
     ti.route_tunnel = route_tunnel;
     ti.t_start = c->t_req;
     evtimer_del(c->timer);
-    bufferevent_set_timeouts(client, NULL, NULL);
-    c->io.bev = NULL; /* the tunnel's from here, even when it cannot start */
-    /* the ClientHello and whatever followed it go first */
-    if (tunnel_start(c->cc.w, &c->link, client, bev, NULL, false, &ti) < 0)
+    /* the tunnel's from here, as a bufferevent; the ClientHello and whatever followed it (in
+     * its input) go first */
+    client = cio_to_bufferevent(&c->io);
+    if (client == NULL) {
+        bufferevent_free(bev);
+        h1_close(c, "oom");
+    } else if (tunnel_start(c->cc.w, &c->link, client, bev, NULL, false, &ti) < 0)
         h1_close(c, "oom");
     else
         h1_handover(c);
@@ -94,7 +97,7 @@ out:
  */
 void proxy_peek(struct h1conn *c)
 {
-    struct evbuffer *in = bufferevent_get_input(c->io.bev);
+    struct evbuffer *in = cio_input(c->io);
     size_t len = evbuffer_get_length(in), need, n;
     const unsigned char *p, *name = NULL;
     char host[HOSTNAME_BUFSZ];
@@ -138,7 +141,7 @@ void proxy_peek(struct h1conn *c)
  */
 static void proxy_intercept(struct h1conn *c)
 {
-    struct bufferevent *plain = c->io.bev;
+    struct cio *plain = c->io;
 
     if (c->hooks == NULL || c->hooks->tls == NULL) {
         h1_close(c, "no_tls");
@@ -146,8 +149,8 @@ static void proxy_intercept(struct h1conn *c)
     }
     c->cc.tls = true;
     c->cc.default_port = PROXY_HTTPS_PORT;
-    bufferevent_setcb(plain, NULL, NULL, NULL, NULL);
-    c->io.bev = NULL; /* the hook's from here, even when it fails */
+    cio_setcb(plain, NULL, NULL, NULL, NULL);
+    c->io = NULL; /* the hook's from here, even when it fails */
     if (c->hooks->tls(&c->link, &c->cc, plain) < 0)
         h1_close(c, "oom");
     else
@@ -166,8 +169,8 @@ void proxy_connected(struct h1conn *c)
     snprintf(c->cc.host, sizeof(c->cc.host), "%s", host);
     exchange_free(&c->x);
     c->req = NULL;
-    evbuffer_add(c->io.stage, established, sizeof(established) - 1);
-    bevio_push(&c->io);
+    evbuffer_add(c->stage, established, sizeof(established) - 1);
+    h1_push(c);
     c->cc.host_fixed = true;
     c->cc.default_port = port;
     h1_log(c, LOG_DEBUG, "connect", port == PROXY_HTTP_PORT ? "plain" : "tls", NULL);

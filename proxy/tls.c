@@ -194,7 +194,9 @@ SSL_CTX *tls_server_ctx_new(const unsigned char ticket_keys[80], char *err, size
      * is busy and releases them once quiet (h1_arm_idle); others get the mode when handed on
      * (bevio_release_always) */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    SSL_CTX_set_read_ahead(ctx, 1); /* consumers call bevio_pull() (bevio.h) */
+    /* the client I/O decrypts every record read ahead on each readiness (cio.c); a connection
+     * handed on to a bufferevent is read with bevio_pull() (bevio.h) */
+    SSL_CTX_set_read_ahead(ctx, 1);
     /* Stateless tickets only: no per-context session cache (memory, a lock per handshake). */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     if (SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof(sid_ctx) - 1) != 1)

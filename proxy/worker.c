@@ -12,6 +12,7 @@
  */
 #include "proxy/worker.h"
 #include "audit/log.h"
+#include "proxy/cio.h"
 #include "proxy/metrics.h"
 #include "proxy/oauth.h"
 #include "proxy/upstream.h"
@@ -476,8 +477,10 @@ static void worker_free(struct worker *w)
         close(w->oauth_fd);
     }
     policy_unref(&w->policy);
-    if (w->base != NULL)
+    if (w->base != NULL) {
+        cio_base_end(w->base); /* client sockets closed in the loop's last turn */
         event_base_free(w->base);
+    }
     memset(w, 0, sizeof(*w));
 }
 

@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """docs/gateway.md's provider walk-through, run as written: the block under the marker
-`<!-- walkthrough: providers` is run by bash with four changes only (`VG=` names a copy of the
+`<!-- walkthrough: providers` is run by bash with three changes only (`VG=` names a copy of the
 checkout's scripts/ and conf/ with the built binary, /tmp/vg-providers is the case's temp dir,
-the namespaces' names carry the case's PID, and the wait for /readyz first waits for the
-stand-in to listen). It builds a sandbox namespace whose only way out is a gateway namespace, runs
+and the namespaces' names carry the case's PID). It builds a sandbox namespace whose only way out is a gateway namespace, runs
 conf/vault.providers.example.json there behind the nftables ruleset, runs the probe in the
 sandbox, and sends the OpenAI, Anthropic and Gemini SDK-shaped requests to local stand-ins:
 each stand-in must have received its provider's key in the provider's own header (it comes back
@@ -23,9 +22,6 @@ KEYS = {"Authorization: Bearer ": "sk-proj-demo-openai-0001",
 # the block's namespace names, made this run's own: two suites on one machine must not share them
 DOC_NETNS = ("vg-sb", "vg-gw")
 NETNS = tuple("%s-%d" % (ns, os.getpid()) for ns in DOC_NETNS)
-# vaultgate's readiness says nothing of the stand-in started just before it: the first request
-# waits for the stand-in's socket too, or it may meet a refused connect (502)
-READY = "until ip netns exec vg-gw curl -sf http://127.0.0.1:9090/readyz"
 
 
 def clean_netns():
@@ -48,8 +44,7 @@ def main():
     clean_netns()
     try:
         rc, out, err = walkthrough.run(
-            script, d, [("VG=/path/to/vaultgate", "VG=" + vg), ("w=/tmp/vg-providers", "w=" + w),
-                        (READY, walkthrough.wait_listening("127.0.0.1", 443, "vg-gw") + READY)],
+            script, d, [("VG=/path/to/vaultgate", "VG=" + vg), ("w=/tmp/vg-providers", "w=" + w)],
             rename=zip(DOC_NETNS, NETNS))
     finally:
         # whatever the block left behind: its background jobs live in the namespaces

@@ -1,10 +1,9 @@
 #!/usr/bin/env python3
 """README's injection walk-through, run as written: the block under the marker
-`<!-- walkthrough: injection` is taken from README.md and run by bash with three changes only:
+`<!-- walkthrough: injection` is taken from README.md and run by bash with two changes only:
 `VG=` names a copy of the checkout's scripts/ and conf/ (so its var/ is the case's own, and
 VAULTGATE_BIN makes scripts/run-example use the built binary instead of building),
-/tmp/vg-demo is the case's temp dir, and the wait for /readyz first waits for the echo server to
-listen. The block stands in its demo directory and hands scripts/run-example and
+and /tmp/vg-demo is the case's temp dir. The block stands in its demo directory and hands scripts/run-example and
 scripts/echo-server paths relative to it (--upstream-ca test-ca.pem), as a reader would: they
 must resolve where the reader stands, not in the checkout. It runs in its own network namespace
 (the walk-through uses fixed ports and 127.0.0.3:443). The echo server must have received the
@@ -18,9 +17,6 @@ import vgtest as t
 import walkthrough
 
 KEY = "sk-example-FAKE-not-a-real-key-0000"
-# vaultgate's readiness says nothing of the echo server started just before it: the first
-# request waits for the echo server's socket too, or it may meet a refused connect (502)
-READY = "until curl -sf http://127.0.0.1:9090/readyz"
 
 
 def main():
@@ -32,8 +28,7 @@ def main():
     demo = os.path.join(d, "demo")
     rc, out, err = walkthrough.run(walkthrough.block("README.md", "injection"), d,
                                    [("VG=/path/to/vaultgate", "VG=" + vg),
-                                    ("demo=/tmp/vg-demo", "demo=" + demo),
-                                    (READY, walkthrough.wait_listening("127.0.0.3", 443) + READY)],
+                                    ("demo=/tmp/vg-demo", "demo=" + demo)],
                                    env=dict(os.environ, VAULTGATE_BIN=t.VG_BIN), timeout=120)
     t.check(rc == 0, "the walk-through failed (%d):\n%s\n%s" % (rc, out[-2000:], err[-2000:]))
     t.check(KEY not in out + err, "the key is in the walk-through's output")

@@ -7,9 +7,6 @@
   subst replaced (each must occur exactly once, so a changed doc fails loudly) and each `old` ->
   `new` of rename replaced wherever it occurs (at least once); stdout and stderr go to files (the
   block's background jobs keep what they inherit open). -> (exit code, out, err)
-- wait_listening(addr, port, netns): a shell line that waits until a TCP connect to addr:port
-  (in that network namespace) succeeds: put before the block's first request to a server it
-  started in the background, which a reader's eye waits for but a script does not.
 """
 import os
 import re
@@ -37,15 +34,6 @@ def checkout(d, scripts):
     os.symlink(os.path.join(t.SRC, "conf"), os.path.join(vg, "conf"))
     os.symlink(t.VG_BIN, os.path.join(vg, "build", "cli", "vaultgate"))
     return vg
-
-
-def wait_listening(addr, port, netns=None):
-    probe = "exec 3<>/dev/tcp/%s/%d" % (addr, port)
-    if netns:
-        probe = "ip netns exec %s bash -c '%s'" % (netns, probe)
-    else:
-        probe = "(%s)" % probe
-    return "until %s 2>/dev/null; do sleep 0.2; done\n" % probe
 
 
 def run(script, d, subst, env=None, timeout=180, rename=()):

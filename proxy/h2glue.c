@@ -374,6 +374,8 @@ ssize_t h2glue_data(struct evbuffer *out, bool eof, bool *deferred, uint8_t *buf
         *deferred = true;
         return NGHTTP2_ERR_DEFERRED;
     }
+    if (len > H2GLUE_DATA_MAX)
+        len = H2GLUE_DATA_MAX;
     if (n > len)
         n = len;
     if (n > 0 && evbuffer_remove(out, buf, n) != (int)n)

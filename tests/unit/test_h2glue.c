@@ -253,6 +253,27 @@ START_TEST(test_h2glue_data)
 }
 END_TEST
 
+/* A payload as large as nghttp2 allows (16 KiB) is cut so that frame and header fill one TLS
+ * record; the rest follows in the next frame. */
+START_TEST(test_h2glue_data_record)
+{
+    struct evbuffer *out = evbuffer_new();
+    static uint8_t buf[16384];
+    uint32_t flags = 0;
+    bool deferred = false;
+
+    for (size_t i = 0; i < 20000; i++)
+        evbuffer_add(out, "x", 1);
+    ck_assert_int_eq(h2glue_data(out, true, &deferred, buf, sizeof(buf), &flags), H2GLUE_DATA_MAX);
+    ck_assert_int_eq(H2GLUE_DATA_MAX + 9, 16384);
+    ck_assert_uint_eq(flags, 0);
+    ck_assert_int_eq(h2glue_data(out, true, &deferred, buf, sizeof(buf), &flags),
+                     20000 - H2GLUE_DATA_MAX);
+    ck_assert_uint_eq(flags, NGHTTP2_DATA_FLAG_EOF);
+    evbuffer_free(out);
+}
+END_TEST
+
 START_TEST(test_h2glue_recv_error)
 {
     static const struct {
@@ -290,6 +311,7 @@ Suite *suite_h2glue(void)
     tcase_add_test(tc, test_h2glue_session_roundtrip);
     tcase_add_test(tc, test_h2glue_send_gathers);
     tcase_add_test(tc, test_h2glue_data);
+    tcase_add_test(tc, test_h2glue_data_record);
     tcase_add_test(tc, test_h2glue_recv_error);
     suite_add_tcase(s, tc);
     return s;

@@ -42,6 +42,13 @@ struct h2glue_mem {
 /* Readies m (embedded, zeroed or not) for one session. */
 void h2glue_mem_init(struct h2glue_mem *m, bool wipe);
 
+/* Frees the small blocks the calling thread's sessions left for the next ones (a worker, when
+ * its loop ends). */
+void h2glue_cache_release(void);
+
+/* The bytes of small blocks the calling thread keeps. */
+size_t h2glue_cache_bytes(void);
+
 /* What differs between the sessions of the two sides. A NULL callback is not set. */
 struct h2glue_setup {
     bool server;

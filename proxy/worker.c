@@ -12,6 +12,7 @@
  */
 #include "proxy/worker.h"
 #include "audit/log.h"
+#include "proxy/h2glue.h"
 #include "proxy/metrics.h"
 #include "proxy/oauth.h"
 #include "proxy/upstream.h"
@@ -378,6 +379,7 @@ static void *worker_main(void *arg)
     if (w->log_flush_ev != NULL)
         log_batch_begin(log_wake, w->log_flush_ev);
     event_base_dispatch(w->base);
+    h2glue_cache_release();
     log_batch_end();
     if (w->log_flush_ev != NULL)
         event_free(w->log_flush_ev);

@@ -12,6 +12,7 @@
  */
 #include "proxy/worker.h"
 #include "audit/log.h"
+#include "http/http1.h"
 #include "proxy/h2glue.h"
 #include "proxy/metrics.h"
 #include "proxy/oauth.h"
@@ -380,6 +381,7 @@ static void *worker_main(void *arg)
         log_batch_begin(log_wake, w->log_flush_ev);
     event_base_dispatch(w->base);
     h2glue_cache_release();
+    http1_write_release_kept();
     log_batch_end();
     if (w->log_flush_ev != NULL)
         event_free(w->log_flush_ev);

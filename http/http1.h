@@ -137,6 +137,13 @@ int http1_write_request_head(struct evbuffer *out, const struct http_head *h, en
 int http1_write_request_head_wiped(struct evbuffer *out, const struct http_head *h,
                                    enum http1_body body, uint64_t content_length);
 
+/* The blocks of heads that fit 2 KiB are kept per thread once wiped (at most 64) for the next
+ * heads; this frees the calling thread's (a worker, when its loop ends). */
+void http1_write_release_kept(void);
+
+/* How many wiped blocks the calling thread keeps. */
+size_t http1_write_kept(void);
+
 int http1_write_response_head(struct evbuffer *out, const struct http_head *h, enum http1_body body,
                               uint64_t content_length, bool close);
 int http1_write_chunk(struct evbuffer *out, const char *data, size_t len);

@@ -358,7 +358,30 @@ struct wiped_block {
     char bytes[];
 };
 
-/* evbuffer reference cleanup (and error path): wipe the whole block, then free it. */
+/*
+ * Blocks of WIPED_KEEP_CAP bytes (a head that fits takes one) are kept per thread once wiped,
+ * up to WIPED_KEEP_MAX, for the thread's next heads: a worker sends one per upstream request.
+ * Under ASan none is kept.
+ */
+#define WIPED_KEEP_CAP 2048
+#define WIPED_KEEP_MAX 64
+#if defined(__SANITIZE_ADDRESS__)
+#define WIPED_KEEP 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WIPED_KEEP 0
+#endif
+#endif
+#ifndef WIPED_KEEP
+#define WIPED_KEEP WIPED_KEEP_MAX
+#endif
+
+static _Thread_local struct {
+    struct wiped_block *b[WIPED_KEEP_MAX];
+    size_t n;
+} wiped_kept;
+
+/* evbuffer reference cleanup (and error path): wipe the whole block, then keep or free it. */
 static void wipe_free(const void *data, size_t len, void *arg)
 {
     struct wiped_block *b = arg;
@@ -366,7 +389,34 @@ static void wipe_free(const void *data, size_t len, void *arg)
     (void)data;
     (void)len;
     OPENSSL_cleanse(b->bytes, b->cap);
-    free(b);
+    if (b->cap == WIPED_KEEP_CAP && wiped_kept.n < WIPED_KEEP)
+        wiped_kept.b[wiped_kept.n++] = b;
+    else
+        free(b);
+}
+
+void http1_write_release_kept(void)
+{
+    while (wiped_kept.n > 0)
+        free(wiped_kept.b[--wiped_kept.n]);
+}
+
+size_t http1_write_kept(void)
+{
+    return wiped_kept.n;
+}
+
+/* A block for a head of n bytes: a kept one when it fits, else a new one. */
+static struct wiped_block *wiped_take(size_t n)
+{
+    size_t cap = n <= WIPED_KEEP_CAP ? WIPED_KEEP_CAP : n;
+    struct wiped_block *b;
+
+    if (cap == WIPED_KEEP_CAP && wiped_kept.n > 0)
+        return wiped_kept.b[--wiped_kept.n];
+    if ((b = malloc(sizeof(*b) + cap)) != NULL)
+        b->cap = cap;
+    return b;
 }
 
 int http1_write_request_head_wiped(struct evbuffer *out, const struct http_head *h,
@@ -376,9 +426,8 @@ int http1_write_request_head_wiped(struct evbuffer *out, const struct http_head 
     struct wiped_block *b;
     char *end;
 
-    if (n == 0 || (b = malloc(sizeof(*b) + n)) == NULL)
+    if (n == 0 || (b = wiped_take(n)) == NULL)
         return -1;
-    b->cap = n;
     end = request_head_put(b->bytes, h, body, content_length);
     if (evbuffer_add_reference(out, b->bytes, (size_t)(end - b->bytes), wipe_free, b) < 0) {
         wipe_free(NULL, 0, b);

@@ -45,13 +45,91 @@
 #define H2GLUE_LAZY_MIN 4096
 #endif
 
+/*
+ * Small heap blocks of every session of a thread (a worker) are kept for the next ones:
+ * nghttp2 1.52 allocates a stream, its outbound items and their copied fields per request.
+ * Kept blocks are classed by their usable size in steps of H2GLUE_STEP bytes, up to
+ * H2GLUE_CLASSES steps; a block is kept in the largest class it serves, and a request is served
+ * from the smallest class that covers it, or by malloc of the whole class. At most
+ * H2GLUE_CACHE_BYTES are kept per thread. A block from a wiping session is cleansed before it
+ * is kept, so nothing kept holds a secret. Under ASan nothing is kept.
+ */
+#define H2GLUE_STEP        64
+#define H2GLUE_CLASSES     16 /* blocks up to 1 KiB */
+#define H2GLUE_CACHE_BYTES (256 * 1024)
+
+#if H2GLUE_LAZY_MIN == SIZE_MAX
+#define H2GLUE_CACHE 0
+#else
+#define H2GLUE_CACHE 1
+#endif
+
+struct glue_free {
+    struct glue_free *next;
+};
+
+static _Thread_local struct {
+    struct glue_free *head[H2GLUE_CLASSES + 1];
+    size_t bytes;
+} glue_cache;
+
+static void *glue_cache_take(size_t n)
+{
+    size_t c = n == 0 ? 1 : (n + H2GLUE_STEP - 1) / H2GLUE_STEP;
+    struct glue_free *f;
+
+    if (c > H2GLUE_CLASSES)
+        return malloc(n);
+    if (!H2GLUE_CACHE || (f = glue_cache.head[c]) == NULL)
+        return malloc(c * H2GLUE_STEP);
+    glue_cache.head[c] = f->next;
+    glue_cache.bytes -= c * H2GLUE_STEP;
+    return f;
+}
+
+/* Keeps heap block p (cleansed when wipe), or frees it. */
+static void glue_cache_give(void *p, bool wipe)
+{
+    size_t usable = malloc_usable_size(p), c = usable / H2GLUE_STEP;
+    struct glue_free *f = p;
+
+    if (wipe)
+        OPENSSL_cleanse(p, usable);
+    if (!H2GLUE_CACHE || c == 0 || c > H2GLUE_CLASSES ||
+        glue_cache.bytes + c * H2GLUE_STEP > H2GLUE_CACHE_BYTES) {
+        free(p);
+        return;
+    }
+    f->next = glue_cache.head[c];
+    glue_cache.head[c] = f;
+    glue_cache.bytes += c * H2GLUE_STEP;
+}
+
+void h2glue_cache_release(void)
+{
+    for (size_t c = 0; c <= H2GLUE_CLASSES; c++) {
+        while (glue_cache.head[c] != NULL) {
+            struct glue_free *f = glue_cache.head[c];
+
+            glue_cache.head[c] = f->next;
+            free(f);
+        }
+    }
+    glue_cache.bytes = 0;
+}
+
+size_t h2glue_cache_bytes(void)
+{
+    return glue_cache.bytes;
+}
+
 static void *glue_malloc(size_t n, void *ud)
 {
     struct h2glue_mem *m = ud;
     void *p;
 
     if (n < H2GLUE_LAZY_MIN)
-        return malloc(n);
+        return glue_cache_take(n);
     for (size_t i = 0; i < H2GLUE_LAZY_BLOCKS; i++) {
         if (m->lazy[i].p != NULL)
             continue;
@@ -62,7 +140,7 @@ static void *glue_malloc(size_t n, void *ud)
         m->lazy[i].n = n;
         return p;
     }
-    return malloc(n); /* more large blocks than expected: the heap */
+    return glue_cache_take(n); /* more large blocks than expected: the heap */
 }
 
 /* The slot of a mapped block, or NULL for a heap block. */
@@ -81,9 +159,8 @@ static void glue_free(void *p, void *ud)
     struct h2glue_block *l = glue_block_of(m, p);
 
     if (l == NULL) {
-        if (m->wipe && p != NULL)
-            OPENSSL_cleanse(p, malloc_usable_size(p));
-        free(p);
+        if (p != NULL)
+            glue_cache_give(p, m->wipe);
         return;
     }
     munmap(l->p, l->n);
@@ -374,6 +451,8 @@ ssize_t h2glue_data(struct evbuffer *out, bool eof, bool *deferred, uint8_t *buf
         *deferred = true;
         return NGHTTP2_ERR_DEFERRED;
     }
+    if (len > H2GLUE_DATA_MAX)
+        len = H2GLUE_DATA_MAX;
     if (n > len)
         n = len;
     if (n > 0 && evbuffer_remove(out, buf, n) != (int)n)

@@ -42,6 +42,13 @@ struct h2glue_mem {
 /* Readies m (embedded, zeroed or not) for one session. */
 void h2glue_mem_init(struct h2glue_mem *m, bool wipe);
 
+/* Frees the small blocks the calling thread's sessions left for the next ones (a worker, when
+ * its loop ends). */
+void h2glue_cache_release(void);
+
+/* The bytes of small blocks the calling thread keeps. */
+size_t h2glue_cache_bytes(void);
+
 /* What differs between the sessions of the two sides. A NULL callback is not set. */
 struct h2glue_setup {
     bool server;
@@ -98,8 +105,13 @@ const char *h2glue_recv_error(ssize_t n, uint32_t *code);
  */
 int h2glue_send(nghttp2_session *ng, struct bevio *io, bool wipe);
 
+/* The largest DATA payload sent: a frame with its 9-byte header fills one TLS record (16 KiB)
+ * and so one SSL_write, where a full 16 KiB payload would take a second record for 9 bytes. */
+#define H2GLUE_DATA_MAX (16384 - 9)
+
 /*
- * A DATA provider's read from a stream's buffer out: up to len bytes into buf.
+ * A DATA provider's read from a stream's buffer out: up to len bytes, and at most
+ * H2GLUE_DATA_MAX, into buf.
  * NGHTTP2_ERR_DEFERRED (*deferred set) while out is empty and eof not reached;
  * NGHTTP2_DATA_FLAG_EOF in *flags once eof and out is empty. Returns the bytes copied.
  */

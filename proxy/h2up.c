@@ -974,4 +974,15 @@ void h2up_free_all(struct worker *w)
     }
 }
 
-const struct worker_module h2up_worker_module = {.name = "h2up", .free = h2up_free_all};
+/* The loop ended: the small blocks this thread's HTTP/2 sessions (both sides) left go. */
+static void h2up_thread_end(struct worker *w)
+{
+    (void)w;
+    h2glue_cache_release();
+}
+
+const struct worker_module h2up_worker_module = {
+    .name = "h2up",
+    .end = h2up_thread_end,
+    .free = h2up_free_all,
+};

@@ -456,6 +456,8 @@ static void ingress_worker_free(struct worker *w)
     void **st = worker_module_state(w, &ingress_worker_module);
     struct ingress_worker *iw = st != NULL ? *st : NULL;
 
+    if (w->base != NULL)
+        cio_base_end(w->base); /* client sockets closed in the loop's last turn */
     if (iw == NULL)
         return;
     SSL_CTX_free(iw->ssl_ctx);

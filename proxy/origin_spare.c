@@ -12,6 +12,7 @@
  */
 #include "proxy/origin_int.h"
 #include "common/caps.h"
+#include "http/http1.h"
 #include "proxy/worker.h"
 
 #include <string.h>
@@ -127,8 +128,16 @@ static void origin_worker_free(struct worker *w)
     free(sp);
 }
 
+/* The loop ended: the wiped request-head blocks this thread kept go. */
+static void origin_thread_end(struct worker *w)
+{
+    (void)w;
+    http1_write_release_kept();
+}
+
 const struct worker_module origin_worker_module = {
     .name = "origin",
     .init = origin_worker_init,
+    .end = origin_thread_end,
     .free = origin_worker_free,
 };

@@ -12,7 +12,6 @@
  */
 #include "proxy/worker.h"
 #include "audit/log.h"
-#include "proxy/cio.h"
 #include "proxy/metrics.h"
 #include "proxy/oauth.h"
 #include "proxy/upstream.h"
@@ -379,6 +378,7 @@ static void *worker_main(void *arg)
     if (w->log_flush_ev != NULL)
         log_batch_begin(log_wake, w->log_flush_ev);
     event_base_dispatch(w->base);
+    MODULES_RUN(w, end);
     log_batch_end();
     if (w->log_flush_ev != NULL)
         event_free(w->log_flush_ev);
@@ -477,10 +477,8 @@ static void worker_free(struct worker *w)
         close(w->oauth_fd);
     }
     policy_unref(&w->policy);
-    if (w->base != NULL) {
-        cio_base_end(w->base); /* client sockets closed in the loop's last turn */
+    if (w->base != NULL)
         event_base_free(w->base);
-    }
     memset(w, 0, sizeof(*w));
 }
 

@@ -64,8 +64,11 @@ struct worker_module {
     void (*refresh)(struct worker *w);
     /* The token manager changed a source's state (a token arrived, its endpoint failed). */
     void (*wake)(struct worker *w);
-    /* The worker's end, after its connections: frees the module's state. Runs whether init
-     * ran or not. */
+    /* The worker's loop ended, on the worker's own thread: what the module keeps per thread
+     * goes. */
+    void (*end)(struct worker *w);
+    /* The worker's end, after its connections and before its event base: frees the module's
+     * state. Runs whether init ran or not. */
     void (*free)(struct worker *w);
 };
 

@@ -21,8 +21,9 @@
 #   rs    resumed handshakes/s: the same, each connection offering a TLS 1.3 ticket (every
 #         handshake must resume)
 #   bulk  MiB/s of 1 MiB answers: wrk -c$BULK_CONNS on persistent connections, GET /big.bin
-#   h2    HTTP/2 requests/s: h2load -c$H2_CLIENTS -m$H2_STREAMS (nginx listens with http2,
-#         haproxy with alpn h2; mitmproxy is left out)
+#   h2    HTTP/2 requests/s: h2load -c$H2_CLIENTS -m$H2_STREAMS GET $H2_PATH (nginx listens
+#         with http2, haproxy with alpn h2; mitmproxy is left out); with H2_WRITES=1 also the
+#         proxy's SSL_write calls per request (a uprobe on libssl, added when missing)
 #   calls system calls and libc allocations (malloc+calloc+realloc) per keep-alive request:
 #         perf stat (raw_syscalls:sys_enter and uprobes on libc, added with perf probe when
 #         missing) on the proxy while h2load --h1 sends $CALLS_N requests on $CONNS connections
@@ -40,7 +41,8 @@
 #        UP_ADDR=127.0.0.93 (the upstream's loopback address: another for a second run at once)
 #        PROXIES="nginx haproxy mitmproxy vaultgate vgwarn" TESTS="mem ka hs rs bulk h2"
 #        VG=path/to/vaultgate (default BUILD_DIR/cli/vaultgate) PERF=/tmp/vg.perf (perf record
-#        -g of vaultgate during each test: PERF.ka, PERF.hs, ...) MEM_NOREQ=1 (idle connections
+#        -g of vaultgate during each test: PERF.ka, PERF.hs, ...; PERF_ARGS="--call-graph dwarf
+#        -e probe_libc:malloc" for other events than -g's cycles) MEM_NOREQ=1 (idle connections
 #        after the handshake only, no request) MEM_HOOK='cmd' (run while the idle connections are
 #        held, with $MAIN_PID set) VG_THREADS=1 NGX_WORKERS=1 HAP_THREADS=1 (2 each, with
 #        PROXY_CPU=0,1 LOAD_CPU=0,1 LOAD_NICE=10 WRK_THREADS=2, for the two-core run)
@@ -58,6 +60,7 @@ BULK_CONNS=${BULK_CONNS:-4}
 WRK_THREADS=${WRK_THREADS:-1}
 H2_CLIENTS=${H2_CLIENTS:-10}
 H2_STREAMS=${H2_STREAMS:-100}
+H2_PATH=${H2_PATH:-/} # /big.bin: 1 MiB answers over HTTP/2
 CALLS_N=${CALLS_N:-20000}
 MEM_CONNS=${MEM_CONNS:-5000}
 MITM_MEM_CONNS=${MITM_MEM_CONNS:-1000}
@@ -143,7 +146,9 @@ declare -A RPS RPS_CPU CPS CPS_CPU RCPS RCPS_CPU BULK BULK_CPU H2 H2_CPU MEM SYS
 # perf_start NAME TEST: perf record -g of vaultgate (not vgwarn) for $SECS s into $PERF.TEST
 perf_start() {
     if [ -n "${PERF:-}" ] && [ "$1" = vaultgate ]; then
-        perf record -q -g -p "$MAIN_PID" -o "$PERF.$2" -- sleep "$SECS" 2>/dev/null &
+        # shellcheck disable=SC2086 # PERF_ARGS: words for perf record
+        perf record -q ${PERF_ARGS:--g} -p "$MAIN_PID" -o "$PERF.$2" -- sleep "$SECS" \
+            2>/dev/null &
     fi
 }
 # per_cpu C0 C1 COUNT: sets CPU (the proxy's CPU seconds, from ticks C0 -> C1) and PER (COUNT per
@@ -250,6 +255,13 @@ dials_start() {
     command -v perf >/dev/null || return 0
     [ "${H2_ALLOCS:-0}" = 1 ] && perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc ' &&
         ev="$ev,probe_libc:malloc,probe_libc:calloc,probe_libc:realloc"
+    if [ "${H2_WRITES:-0}" = 1 ]; then
+        perf probe -l 2>/dev/null | grep -q 'probe_libssl:SSL_write ' ||
+            perf probe -q -x "$(ldd "$(command -v nginx)" | awk '/libssl.so/ { print $3 }')" \
+                -a SSL_write 2>/dev/null || true
+        perf probe -l 2>/dev/null | grep -q 'probe_libssl:SSL_write ' &&
+            ev="$ev,probe_libssl:SSL_write"
+    fi
     perf stat -x, -e "$ev" -p "$(proxy_pids | xargs | tr " " ,)" -o "$W/dials.$1" 2>/dev/null &
     DIALS_PID=$!
 }
@@ -259,7 +271,9 @@ dials_end() {
     kill -INT "$DIALS_PID" 2>/dev/null || true
     wait "$DIALS_PID" 2>/dev/null || true
     allocs=$(awk -F, -v n="${2:-0}" '/probe_libc/ { a += $1; p = 1 }
-        END { if (p && n > 0) printf ", %.1f allocations per request", a / n }' "$W/dials.$1")
+        /probe_libssl:SSL_write/ { w = $1; q = 1 }
+        END { if (p && n > 0) printf ", %.1f allocations per request", a / n
+              if (q && n > 0) printf ", %.2f SSL_write per request", w / n }' "$W/dials.$1")
     echo "$1 upstream connections opened: $(awk -F, '/sys_enter_connect/ { print $1 }' \
         "$W/dials.$1")$allocs"
 }
@@ -269,13 +283,13 @@ bench_h2() { # name: h2load, after a 2 s warm-up run
     command -v h2load >/dev/null || return 0
     pids=$(proxy_pids)
     load_gen h2load -D 2 -c"$H2_CLIENTS" -m"$H2_STREAMS" \
-        --connect-to "127.0.0.1:$PORT" "https://$PX_HOST2:$PORT/" >/dev/null 2>&1 || true
+        --connect-to "127.0.0.1:$PORT" "https://$PX_HOST2:$PORT$H2_PATH" >/dev/null 2>&1 || true
     c0=$(cpu_of $pids)
     perf_start "$1" h2
     dials_start "$1"
     out=$(load_gen h2load -D "$SECS" -c"$H2_CLIENTS" -m"$H2_STREAMS" \
         -H "authorization: Bearer placeholder" --connect-to "127.0.0.1:$PORT" \
-        "https://$PX_HOST2:$PORT/" 2>&1 || true)
+        "https://$PX_HOST2:$PORT$H2_PATH" 2>&1 || true)
     c1=$(cpu_of $pids)
     n=$(echo "$out" | awk '/^status codes:/ { gsub(",", ""); print $3 }')
     dials_end "$1" "${n:-0}"

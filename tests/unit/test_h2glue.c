@@ -129,6 +129,41 @@ static nghttp2_nv nv(const char *n, const char *v)
 
 /* A GET from a wiping client session, flushed into a stage (no socket) and fed to a server
  * session: the server sees the request; fed again with too small a budget, nothing is read. */
+/* Small blocks freed are kept for the thread's next sessions, cleansed first when wiping, and
+ * given back on release. */
+START_TEST(test_h2glue_cache)
+{
+    struct h2glue_mem plain, wiped;
+    unsigned char *p, *q;
+
+    h2glue_cache_release();
+    h2glue_mem_init(&plain, false);
+    h2glue_mem_init(&wiped, true);
+    p = wiped.mem.malloc(100, &wiped);
+    ck_assert_ptr_nonnull(p);
+    memset(p, 'S', 100);
+    wiped.mem.free(p, &wiped);
+    ck_assert_uint_eq(h2glue_cache_bytes(), GLUE_MAPS ? 128 : 0);
+    q = plain.mem.malloc(120, &plain); /* the same class: the kept block */
+    ck_assert_ptr_nonnull(q);
+    if (GLUE_MAPS) {
+        ck_assert_ptr_eq(q, p);
+        for (size_t i = sizeof(void *); i < 100; i++)
+            ck_assert_int_eq(q[i], 0); /* cleansed when kept (the first bytes held the link) */
+    }
+    ck_assert_uint_eq(h2glue_cache_bytes(), 0);
+    p = plain.mem.calloc(1, 60, &plain);
+    ck_assert_ptr_nonnull(p);
+    for (size_t i = 0; i < 60; i++)
+        ck_assert_int_eq(p[i], 0);
+    plain.mem.free(q, &plain);
+    plain.mem.free(p, &plain);
+    ck_assert_uint_eq(h2glue_cache_bytes(), GLUE_MAPS ? 192 : 0);
+    h2glue_cache_release();
+    ck_assert_uint_eq(h2glue_cache_bytes(), 0);
+}
+END_TEST
+
 START_TEST(test_h2glue_session_roundtrip)
 {
     static const nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0}};
@@ -253,6 +288,27 @@ START_TEST(test_h2glue_data)
 }
 END_TEST
 
+/* A payload as large as nghttp2 allows (16 KiB) is cut so that frame and header fill one TLS
+ * record; the rest follows in the next frame. */
+START_TEST(test_h2glue_data_record)
+{
+    struct evbuffer *out = evbuffer_new();
+    static uint8_t buf[16384];
+    uint32_t flags = 0;
+    bool deferred = false;
+
+    for (size_t i = 0; i < 20000; i++)
+        evbuffer_add(out, "x", 1);
+    ck_assert_int_eq(h2glue_data(out, true, &deferred, buf, sizeof(buf), &flags), H2GLUE_DATA_MAX);
+    ck_assert_int_eq(H2GLUE_DATA_MAX + 9, 16384);
+    ck_assert_uint_eq(flags, 0);
+    ck_assert_int_eq(h2glue_data(out, true, &deferred, buf, sizeof(buf), &flags),
+                     20000 - H2GLUE_DATA_MAX);
+    ck_assert_uint_eq(flags, NGHTTP2_DATA_FLAG_EOF);
+    evbuffer_free(out);
+}
+END_TEST
+
 START_TEST(test_h2glue_recv_error)
 {
     static const struct {
@@ -287,9 +343,11 @@ Suite *suite_h2glue(void)
     TCase *tc = tcase_create("h2glue");
 
     tcase_add_test(tc, test_h2glue_mem);
+    tcase_add_test(tc, test_h2glue_cache);
     tcase_add_test(tc, test_h2glue_session_roundtrip);
     tcase_add_test(tc, test_h2glue_send_gathers);
     tcase_add_test(tc, test_h2glue_data);
+    tcase_add_test(tc, test_h2glue_data_record);
     tcase_add_test(tc, test_h2glue_recv_error);
     suite_add_tcase(s, tc);
     return s;

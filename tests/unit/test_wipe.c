@@ -167,6 +167,36 @@ START_TEST(test_wiped_head_refused_for_eof_body)
 }
 END_TEST
 
+/* A head's block is kept for the thread's next head once wiped, and given back on release. */
+START_TEST(test_wiped_head_block_kept)
+{
+    struct http_head h;
+    struct evbuffer *b = evbuffer_new();
+    size_t keep = 1;
+
+#if defined(__SANITIZE_ADDRESS__)
+    keep = 0; /* under ASan none is kept */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    keep = 0;
+#endif
+#endif
+    http1_write_release_kept();
+    head_with_secret(&h);
+    ck_assert_int_eq(http1_write_request_head_wiped(b, &h, HTTP1_BODY_LENGTH, 4), 0);
+    ck_assert_uint_eq(http1_write_kept(), 0);
+    evbuffer_drain(b, evbuffer_get_length(b));
+    ck_assert_uint_eq(http1_write_kept(), keep);
+    ck_assert_int_eq(http1_write_request_head_wiped(b, &h, HTTP1_BODY_LENGTH, 4), 0);
+    ck_assert_uint_eq(http1_write_kept(), 0); /* taken again */
+    evbuffer_free(b);
+    ck_assert_uint_eq(http1_write_kept(), keep);
+    http1_write_release_kept();
+    ck_assert_uint_eq(http1_write_kept(), 0);
+    httphead_reset(&h);
+}
+END_TEST
+
 Suite *suite_wipe(void);
 
 Suite *suite_wipe(void)
@@ -177,6 +207,7 @@ Suite *suite_wipe(void)
     tcase_add_test(tc, test_wiped_head_never_in_a_chain);
     tcase_add_test(tc, test_plain_head_is_seen);
     tcase_add_test(tc, test_wiped_head_refused_for_eof_body);
+    tcase_add_test(tc, test_wiped_head_block_kept);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -176,10 +176,21 @@ static void stop_b(struct worker *wk)
     note('s', 'b');
 }
 
+static pthread_t main_thread;
+
+/* c's end: on the worker's own thread, after its loop */
+static void end_c(struct worker *wk)
+{
+    (void)wk;
+    note('e', 'c');
+    ck_assert(!pthread_equal(pthread_self(), main_thread));
+}
+
 static const struct worker_module mod_a = {.name = "a", .init = init_a, .free = free_a};
 static const struct worker_module mod_b = {
     .name = "b", .init = init_b, .stop = stop_b, .free = free_b};
-static const struct worker_module mod_c = {.name = "c", .init = init_c, .free = free_c};
+static const struct worker_module mod_c = {
+    .name = "c", .init = init_c, .end = end_c, .free = free_c};
 
 static struct upstream_config mod_cfg;
 static const char *const mod_dns[] = {"127.0.0.1"};
@@ -189,6 +200,7 @@ static void mod_setup(void)
     memset(&sh, 0, sizeof(sh));
     calls[0] = '\0';
     fail_init = 0;
+    main_thread = pthread_self();
     ck_assert_int_eq(metrics_init(1), 0);
     mod_cfg.dns_servers = mod_dns; /* loopback only: nothing is resolved anyway */
     mod_cfg.ndns = 1;
@@ -225,8 +237,9 @@ START_TEST(test_module_order)
     calls[0] = '\0';
     worker_stop_all(&ws, sh.nworkers, 5);
     ck_assert_ptr_null(ws);
-    /* the drain stops the listeners (b's stop), the end stops them again, then frees */
-    ck_assert_str_eq(calls, "sbsbfcfafb");
+    /* the drain stops the listeners (b's stop), the loop ends (c's end, on the worker's
+     * thread), the end stops them again, then frees */
+    ck_assert_str_eq(calls, "sbecsbfcfafb");
 }
 END_TEST
 

@@ -38,16 +38,23 @@ void h2req_init(struct h2req *r)
     httphead_init(&r->msg.head);
 }
 
-void h2req_clear(struct h2req *r)
+/* The path and the joined cookie go, wiped. */
+static void h2req_free_strings(struct h2req *r)
 {
-    struct http_head h;
-
     if (r->path != NULL)
         explicit_bzero(r->path, r->path_len);
     free(r->path);
     if (r->cookie != NULL)
         explicit_bzero(r->cookie, r->cookie_len);
     free(r->cookie);
+    r->path = r->cookie = NULL;
+}
+
+void h2req_clear(struct h2req *r)
+{
+    struct http_head h;
+
+    h2req_free_strings(r);
     httphead_clear(&r->msg.head);
     h = r->msg.head;
     memset(r, 0, sizeof(*r));
@@ -57,13 +64,7 @@ void h2req_clear(struct h2req *r)
 void h2req_free(struct h2req *r)
 {
     httphead_reset(&r->msg.head);
-    if (r->path != NULL)
-        explicit_bzero(r->path, r->path_len);
-    free(r->path);
-    if (r->cookie != NULL)
-        explicit_bzero(r->cookie, r->cookie_len);
-    free(r->cookie);
-    r->path = r->cookie = NULL;
+    h2req_free_strings(r);
 }
 
 static void refuse(struct h2req *r, enum h2req_verdict v, int status, const char *why)

@@ -17,6 +17,7 @@
 #include "http/http1.h"
 #include "http/http1_int.h"
 
+#include "common/asan.h"
 #include "common/hostname.h"
 
 #include <stdio.h>
@@ -365,16 +366,6 @@ struct wiped_block {
  */
 #define WIPED_KEEP_CAP 2048
 #define WIPED_KEEP_MAX 64
-#if defined(__SANITIZE_ADDRESS__)
-#define WIPED_KEEP 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define WIPED_KEEP 0
-#endif
-#endif
-#ifndef WIPED_KEEP
-#define WIPED_KEEP WIPED_KEEP_MAX
-#endif
 
 static _Thread_local struct {
     struct wiped_block *b[WIPED_KEEP_MAX];
@@ -389,7 +380,7 @@ static void wipe_free(const void *data, size_t len, void *arg)
     (void)data;
     (void)len;
     OPENSSL_cleanse(b->bytes, b->cap);
-    if (b->cap == WIPED_KEEP_CAP && wiped_kept.n < WIPED_KEEP)
+    if (!VG_ASAN && b->cap == WIPED_KEEP_CAP && wiped_kept.n < WIPED_KEEP_MAX)
         wiped_kept.b[wiped_kept.n++] = b;
     else
         free(b);

@@ -9,6 +9,7 @@
  * - Calls nothing of its callers: they reach it, never the other way.
  */
 #include "proxy/h2glue.h"
+#include "common/asan.h"
 #include "common/caps.h"
 #include "proxy/bevio.h"
 
@@ -34,14 +35,9 @@
  * caller's), so they carry no header of ours.
  */
 /* under ASan every block stays on the heap, where it is checked */
-#if defined(__SANITIZE_ADDRESS__)
+#if VG_ASAN
 #define H2GLUE_LAZY_MIN SIZE_MAX
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define H2GLUE_LAZY_MIN SIZE_MAX
-#endif
-#endif
-#ifndef H2GLUE_LAZY_MIN
+#else
 #define H2GLUE_LAZY_MIN 4096
 #endif
 
@@ -58,11 +54,7 @@
 #define H2GLUE_CLASSES     16 /* blocks up to 1 KiB */
 #define H2GLUE_CACHE_BYTES (256 * 1024)
 
-#if H2GLUE_LAZY_MIN == SIZE_MAX
-#define H2GLUE_CACHE 0
-#else
-#define H2GLUE_CACHE 1
-#endif
+#define H2GLUE_CACHE (!VG_ASAN)
 
 struct glue_free {
     struct glue_free *next;

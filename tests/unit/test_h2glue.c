@@ -13,19 +13,11 @@
 #include <event2/event.h>
 #include <nghttp2/nghttp2.h>
 
+#include "common/asan.h"
 #include "proxy/bevio.h"
 #include "proxy/h2glue.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define GLUE_MAPS 0 /* under ASan every block stays on the heap */
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GLUE_MAPS 0
-#endif
-#endif
-#ifndef GLUE_MAPS
-#define GLUE_MAPS 1
-#endif
+#define GLUE_MAPS (!VG_ASAN) /* under ASan every block stays on the heap */
 
 static size_t mapped(const struct h2glue_mem *m)
 {

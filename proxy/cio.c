@@ -38,8 +38,8 @@ struct cio {
     struct event_base *base;
     evutil_socket_t fd;
     SSL *ssl;
-    BIO *early; /* memory BIO of the client's early bytes: the rbio until drained */
-    struct evbuffer *in, *out;
+    BIO *early;                /* memory BIO of the client's early bytes: the rbio until drained */
+    struct evbuffer *in, *out; /* made on first use; freed when empty and idle (cio_free_buffers) */
     struct evbuffer_cb_entry *in_cb;
     cio_data_cb read_cb, write_cb;
     cio_event_cb event_cb;
@@ -69,6 +69,50 @@ static void cio_read_ev(evutil_socket_t fd, short what, void *arg);
 static void cio_write_ev(evutil_socket_t fd, short what, void *arg);
 static void cio_input_cb(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg);
 
+/* ---- buffers ----------------------------------------------------------------------------- */
+
+static size_t cio_len(const struct evbuffer *b)
+{
+    return b != NULL ? evbuffer_get_length(b) : 0;
+}
+
+/* The input, made with its callback when missing. NULL when out of memory. */
+static struct evbuffer *cio_in(struct cio *io)
+{
+    if (io->in != NULL)
+        return io->in;
+    if ((io->in = evbuffer_new()) == NULL)
+        return NULL;
+    if ((io->in_cb = evbuffer_add_cb(io->in, cio_input_cb, io)) == NULL) {
+        evbuffer_free(io->in);
+        io->in = NULL;
+    }
+    return io->in;
+}
+
+/* The output, made when missing. NULL when out of memory. */
+static struct evbuffer *cio_out(struct cio *io)
+{
+    if (io->out == NULL)
+        io->out = evbuffer_new();
+    return io->out;
+}
+
+/* Frees the input and the output when they hold nothing (they come back on first use). */
+static void cio_drop_empty(struct cio *io)
+{
+    if (io->in != NULL && cio_len(io->in) == 0) {
+        evbuffer_remove_cb_entry(io->in, io->in_cb);
+        evbuffer_free(io->in);
+        io->in = NULL;
+        io->in_cb = NULL;
+    }
+    if (io->out != NULL && cio_len(io->out) == 0) {
+        evbuffer_free(io->out);
+        io->out = NULL;
+    }
+}
+
 /* ---- events ------------------------------------------------------------------------------ */
 
 /* rev is wanted: reading on and possible, or the handshake under way (it reads). */
@@ -78,15 +122,14 @@ static bool cio_want_read(const struct cio *io)
         return false;
     if (io->hs || io->wr_wants_rd)
         return true;
-    return io->reading && evbuffer_get_length(io->in) < VG_CONN_IN_MAX;
+    return io->reading && cio_len(io->in) < VG_CONN_IN_MAX;
 }
 
 static bool cio_want_write(const struct cio *io)
 {
     if (io->stopped || io->dead)
         return false;
-    return io->rd_wants_wr || (evbuffer_get_length(io->out) > 0 && !io->hs && !io->wr_wants_rd) ||
-           io->raw;
+    return io->rd_wants_wr || (cio_len(io->out) > 0 && !io->hs && !io->wr_wants_rd) || io->raw;
 }
 
 /* Adds or deletes rev as cio_want_read() says. Turned on with records in OpenSSL, the read
@@ -174,21 +217,24 @@ static void cio_early_done(struct cio *io)
  */
 static short cio_tls_read(struct cio *io, bool all)
 {
+    struct evbuffer *in = cio_in(io);
     bool first = true;
 
+    if (in == NULL)
+        return CIO_ERROR;
     while (first || SSL_has_pending(io->ssl) || io->early != NULL) {
         struct evbuffer_iovec v;
         int r, e;
 
-        if (!all && evbuffer_get_length(io->in) >= VG_CONN_IN_MAX)
+        if (!all && evbuffer_get_length(in) >= VG_CONN_IN_MAX)
             return 0;
-        if (evbuffer_reserve_space(io->in, CIO_RECORD, &v, 1) != 1)
+        if (evbuffer_reserve_space(in, CIO_RECORD, &v, 1) != 1)
             return CIO_ERROR;
         first = false;
         r = SSL_read(io->ssl, v.iov_base, (int)(v.iov_len < INT_MAX ? v.iov_len : INT_MAX));
         if (r > 0) {
             v.iov_len = (size_t)r;
-            evbuffer_commit_space(io->in, &v, 1);
+            evbuffer_commit_space(in, &v, 1);
             continue;
         }
         e = SSL_get_error(io->ssl, r);
@@ -214,7 +260,8 @@ static short cio_plain_read(struct cio *io)
 {
     struct evbuffer_iovec v[2];
     struct iovec iov[2];
-    int n = evbuffer_reserve_space(io->in, CIO_RECORD, v, 2);
+    struct evbuffer *in = cio_in(io);
+    int n = in != NULL ? evbuffer_reserve_space(in, CIO_RECORD, v, 2) : -1;
     ssize_t r;
 
     if (n < 1)
@@ -231,7 +278,7 @@ static short cio_plain_read(struct cio *io)
             v[i].iov_len = left < v[i].iov_len ? left : v[i].iov_len;
             left -= v[i].iov_len;
         }
-        evbuffer_commit_space(io->in, v, n);
+        evbuffer_commit_space(in, v, n);
         return 0;
     }
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
@@ -247,11 +294,11 @@ static void cio_write_out(struct cio *io);
 /* The socket is readable (or records wait in OpenSSL): input first, then its end. */
 static void cio_on_readable(struct cio *io)
 {
-    size_t before = evbuffer_get_length(io->in);
+    size_t before = cio_len(io->in);
     short end = io->ssl != NULL ? cio_tls_read(io, false) : cio_plain_read(io);
 
     cio_update_read(io);
-    if (evbuffer_get_length(io->in) > before && io->read_cb != NULL) {
+    if (cio_len(io->in) > before && io->read_cb != NULL) {
         io->read_cb(io, io->arg);
         if (io->dead || io->stopped)
             return;
@@ -260,7 +307,7 @@ static void cio_on_readable(struct cio *io)
         (void)cio_report(io, (short)(CIO_READING | end));
         return;
     }
-    if (io->wr_wants_rd && evbuffer_get_length(io->out) > 0)
+    if (io->wr_wants_rd && cio_len(io->out) > 0)
         cio_write_out(io); /* an SSL_write that wanted to read */
 }
 
@@ -299,7 +346,7 @@ static int cio_tls_write(struct cio *io, struct evbuffer *buf, bool nocopy)
 {
     size_t n;
 
-    while ((n = evbuffer_get_length(buf)) > 0) {
+    while ((n = cio_len(buf)) > 0) {
         size_t len = n < CIO_RECORD ? n : CIO_RECORD;
         unsigned char *p;
         int w, e;
@@ -337,7 +384,7 @@ static int cio_tls_write(struct cio *io, struct evbuffer *buf, bool nocopy)
 
 static int cio_plain_write(struct cio *io, struct evbuffer *buf)
 {
-    while (evbuffer_get_length(buf) > 0) {
+    while (cio_len(buf) > 0) {
         int w = evbuffer_write(buf, io->fd);
 
         if (w > 0)
@@ -377,7 +424,7 @@ static void cio_write_out(struct cio *io)
         (void)cio_report(io, CIO_WRITING | CIO_ERROR);
         return;
     }
-    if (evbuffer_get_length(io->out) == 0) {
+    if (cio_len(io->out) == 0) {
         io->nocopy = false;
         if (io->raw) {
             io->raw = false; /* the clear bytes are out: the handshake begins */
@@ -416,25 +463,34 @@ static void cio_write_ev(evutil_socket_t fd, short what, void *arg)
     cio_write_out(io);
     if (io->dead || io->stopped || io->hs)
         return;
-    if (evbuffer_get_length(io->out) <= io->wlow && io->write_cb != NULL)
+    if (cio_len(io->out) <= io->wlow && io->write_cb != NULL)
         io->write_cb(io, io->arg);
+}
+
+/* A push that failed: the stage is dropped, the error reported from the loop (the caller is in
+ * the middle of its work). */
+static void cio_push_failed(struct cio *io, struct evbuffer *stage)
+{
+    evbuffer_drain(stage, evbuffer_get_length(stage));
+    io->failed = true;
+    event_active(&io->wev, EV_WRITE, 1);
 }
 
 void cio_push(struct cio *io, struct evbuffer *stage, bool nocopy)
 {
     if (io == NULL || io->dead || stage == NULL || evbuffer_get_length(stage) == 0)
         return;
-    if (evbuffer_get_length(io->out) == 0 && !io->hs && !io->stopped && !io->raw &&
+    if (cio_len(io->out) == 0 && !io->hs && !io->stopped && !io->raw &&
         cio_write_buf(io, stage, nocopy) < 0) {
-        evbuffer_drain(stage, evbuffer_get_length(stage));
-        io->failed = true;
-        /* reported from the loop: the caller is in the middle of its work */
-        event_active(&io->wev, EV_WRITE, 1);
+        cio_push_failed(io, stage);
         return;
     }
     if (evbuffer_get_length(stage) > 0) {
+        if (cio_out(io) == NULL || evbuffer_add_buffer(io->out, stage) < 0) {
+            cio_push_failed(io, stage);
+            return;
+        }
         io->nocopy = io->nocopy || nocopy;
-        evbuffer_add_buffer(io->out, stage);
     }
     cio_update_write(io);
     cio_update_read(io); /* an SSL_write that wants to read waits for the read event */
@@ -479,7 +535,7 @@ static void cio_handshake(struct cio *io)
 int cio_accept_tls(struct cio *io, SSL *ssl)
 {
     BIO *sock = BIO_new_socket((int)io->fd, BIO_NOCLOSE);
-    size_t n = evbuffer_get_length(io->in);
+    size_t n = cio_len(io->in);
 
     if (sock == NULL) {
         SSL_free(ssl);
@@ -504,7 +560,7 @@ int cio_accept_tls(struct cio *io, SSL *ssl)
     SSL_set_mode(ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_set_accept_state(ssl);
     io->hs = true;
-    io->raw = evbuffer_get_length(io->out) > 0;
+    io->raw = cio_len(io->out) > 0;
     io->reading = true;
     io->has_rtv = io->has_wtv = false;
     if (io->radded)
@@ -524,13 +580,7 @@ struct cio *cio_new(struct event_base *base, evutil_socket_t fd)
 {
     struct cio *io = calloc(1, sizeof(*io));
 
-    if (io == NULL || (io->in = evbuffer_new()) == NULL || (io->out = evbuffer_new()) == NULL ||
-        (io->in_cb = evbuffer_add_cb(io->in, cio_input_cb, io)) == NULL) {
-        if (io != NULL) {
-            if (io->in != NULL)
-                evbuffer_free(io->in);
-            free(io);
-        }
+    if (io == NULL) {
         evutil_closesocket(fd);
         return NULL;
     }
@@ -587,17 +637,17 @@ void cio_set_wlow(struct cio *io, size_t low)
 
 struct evbuffer *cio_input(struct cio *io)
 {
-    return io->in;
+    return cio_in(io);
 }
 
 size_t cio_queued(const struct cio *io)
 {
-    return io != NULL && !io->dead ? evbuffer_get_length(io->out) : 0;
+    return io != NULL && !io->dead ? cio_len(io->out) : 0;
 }
 
 bool cio_has_input(struct cio *io)
 {
-    return io != NULL && !io->dead && evbuffer_get_length(io->in) > 0;
+    return io != NULL && !io->dead && cio_len(io->in) > 0;
 }
 
 bool cio_writing(const struct cio *io)
@@ -627,8 +677,11 @@ int cio_sys_error(const struct cio *io)
 
 void cio_free_buffers(struct cio *io)
 {
+    if (io->dead)
+        return;
     if (io->ssl != NULL && !io->hs)
         SSL_free_buffers(io->ssl);
+    cio_drop_empty(io);
 }
 
 void cio_release_always(struct cio *io)
@@ -641,7 +694,7 @@ void cio_shutdown(struct cio *io)
 {
     if (io->dead || io->stopped)
         return;
-    if (evbuffer_get_length(io->out) == 0 && !io->hs)
+    if (cio_len(io->out) == 0 && !io->hs)
         cio_shut_now(io);
     else
         io->shut = true;
@@ -696,10 +749,14 @@ static void cio_release(struct cio *io, bool keep)
         SSL_free(io->ssl);
     io->ssl = NULL;
     io->early = NULL; /* the SSL's */
-    evbuffer_remove_cb_entry(io->in, io->in_cb);
-    evbuffer_free(io->in);
-    evbuffer_free(io->out);
+    if (io->in != NULL) {
+        evbuffer_remove_cb_entry(io->in, io->in_cb);
+        evbuffer_free(io->in);
+    }
+    if (io->out != NULL)
+        evbuffer_free(io->out);
     io->in = io->out = NULL;
+    io->in_cb = NULL;
     if (keep)
         io->fd = -1;
     event_assign(&io->rev, io->base, -1, 0, cio_close_ev, io);
@@ -757,15 +814,17 @@ struct bufferevent *cio_to_bufferevent(struct cio **iop)
         cio_release(io, io->ssl != NULL);
         return NULL;
     }
-    if (io->wretry > 0) /* the retry's bytes lead one chain, as long as before */
+    if (io->wretry > 0 && io->out != NULL) /* the retry's bytes lead one chain, as before */
         (void)evbuffer_pullup(io->out, io->wretry);
     in = bufferevent_get_input(bev);
     if (io->ssl == NULL)
         evbuffer_unfreeze(in, 0); /* a socket bufferevent's input is frozen but to its reads */
-    evbuffer_add_buffer(in, io->in);
+    if (io->in != NULL)
+        evbuffer_add_buffer(in, io->in);
     if (io->ssl == NULL)
         evbuffer_freeze(in, 0);
-    evbuffer_add_buffer(bufferevent_get_output(bev), io->out);
+    if (io->out != NULL)
+        evbuffer_add_buffer(bufferevent_get_output(bev), io->out);
     cio_release(io, true);
     return bev;
 }

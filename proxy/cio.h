@@ -66,6 +66,8 @@ void cio_set_timeouts(struct cio *io, const struct timeval *rd, const struct tim
 /* The write callback runs when a write left at most low bytes queued (0: when all is out). */
 void cio_set_wlow(struct cio *io, size_t low);
 
+/* The input (made when missing, with the connection idle since cio_free_buffers); NULL when out
+ * of memory. */
 struct evbuffer *cio_input(struct cio *io);
 /* Bytes queued for the socket (written by the write event). Add with cio_push(). */
 size_t cio_queued(const struct cio *io);
@@ -88,7 +90,8 @@ void cio_push(struct cio *io, struct evbuffer *stage, bool nocopy);
 unsigned long cio_ssl_error(const struct cio *io);
 int cio_sys_error(const struct cio *io);
 
-/* TLS record buffers: released now when empty; or whenever empty (SSL_MODE_RELEASE_BUFFERS). */
+/* TLS record buffers: released now when empty; or whenever empty (SSL_MODE_RELEASE_BUFFERS).
+ * cio_free_buffers also frees the input and output evbuffers when empty (made again on use). */
 void cio_free_buffers(struct cio *io);
 void cio_release_always(struct cio *io);
 

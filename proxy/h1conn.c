@@ -78,7 +78,7 @@ void h1_arm(struct h1conn *c, int seconds)
     struct timeval tv = {seconds, 0};
 
     c->buf_timer = false;
-    evtimer_add(c->timer, &tv);
+    evtimer_add(&c->timer, &tv);
 }
 
 /*
@@ -90,7 +90,7 @@ void h1_arm_idle(struct h1conn *c, int seconds)
 {
     struct timeval tv = {0, H1_BUF_KEEP_MS * 1000};
 
-    evtimer_add(c->timer, &tv);
+    evtimer_add(&c->timer, &tv);
     c->buf_timer = true;
     c->idle_rest = seconds;
 }
@@ -102,7 +102,7 @@ void h1_arm_buffers(struct h1conn *c)
 {
     struct timeval tv = {0, H1_BUF_KEEP_MS * 1000};
 
-    evtimer_add(c->timer, &tv);
+    evtimer_add(&c->timer, &tv);
     c->buf_timer = true;
     c->idle_rest = 0;
 }
@@ -118,7 +118,7 @@ static void h1_release_buffers(struct h1conn *c)
         cio_free_buffers(c->io);
     c->buf_timer = false;
     if (c->state == H1_S_IDLE)
-        evtimer_add(c->timer, &tv);
+        evtimer_add(&c->timer, &tv);
 }
 
 void h1_enter(struct h1conn *c)
@@ -285,8 +285,7 @@ static void h1_free(struct h1conn *c)
     http1_parser_free(&c->parser);
     if (c->stage != NULL)
         evbuffer_free(c->stage);
-    if (c->timer != NULL)
-        event_free(c->timer);
+    evtimer_del(&c->timer);
     if (c->resume != NULL)
         event_free(c->resume);
     exch_conn_release(&c->cc);
@@ -303,7 +302,7 @@ void h1_close(struct h1conn *c, const char *reason)
         return;
     h1_log(c, LOG_DEBUG, "conn_close", reason, NULL);
     h1_set_state(c, H1_S_CLOSED);
-    evtimer_del(c->timer);
+    evtimer_del(&c->timer);
     if (c->resume != NULL)
         event_del(c->resume);
     exchange_free(&c->x);
@@ -320,7 +319,7 @@ void h1_handover(struct h1conn *c)
 {
     c->io = NULL;
     h1_set_state(c, H1_S_CLOSED);
-    evtimer_del(c->timer);
+    evtimer_del(&c->timer);
     if (c->resume != NULL)
         event_del(c->resume);
     if (defer_free(&c->defer))
@@ -503,7 +502,7 @@ static void h1_upgrade(struct h1conn *c)
         h1_close(c, "upgrade");
         return;
     }
-    evtimer_del(c->timer);
+    evtimer_del(&c->timer);
     /* the tunnel reads and writes through a bufferevent, the client's bytes read so far in it */
     client = cio_to_bufferevent(&c->io);
     if (client == NULL) {
@@ -639,6 +638,10 @@ static void h1_input(struct h1conn *c)
 {
     struct evbuffer *in = cio_input(c->io);
 
+    if (in == NULL) {
+        h1_close(c, "oom");
+        return;
+    }
     if (c->state == H1_S_LINGER) {
         evbuffer_drain(in, evbuffer_get_length(in));
         return;
@@ -830,9 +833,7 @@ int h1conn_start(struct worker_link *from, struct exch_conn *cc, struct cio *io,
 {
     struct h1conn *c = calloc(1, sizeof(*c));
 
-    if (c != NULL)
-        c->timer = evtimer_new(cc->w->base, timer_cb, c);
-    if (c == NULL || c->timer == NULL) {
+    if (c == NULL || evtimer_assign(&c->timer, cc->w->base, timer_cb, c) != 0) {
         cio_free(&io);
         free(c);
         return -1;

@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <time.h>
 
+#include <event2/event_struct.h>
+
 #include "audit/log.h"
 #include "common/defer.h"
 #include "proxy/cio.h"
@@ -61,11 +63,11 @@ struct h1conn {
     struct http1_msg *req;      /* the parser's, between on_head and the next reset */
     struct exchange *x;         /* the request in flight */
     struct upstream_req *upreq; /* a tunnelled CONNECT's upstream on its way */
-    struct event *timer;
-    struct event *resume;  /* runs the input handler from the loop (buffered input waits) */
-    struct timespec t_req; /* first byte of the current request */
-    int req_minor;         /* the client's HTTP/1.x minor version */
-    struct defer defer;    /* callbacks on the stack; freed at depth 0 after h1_close */
+    struct event timer;         /* the connection's one timer (h1_arm*), embedded */
+    struct event *resume;       /* runs the input handler from the loop (buffered input waits) */
+    struct timespec t_req;      /* first byte of the current request */
+    int req_minor;              /* the client's HTTP/1.x minor version */
+    struct defer defer;         /* callbacks on the stack; freed at depth 0 after h1_close */
     const struct h1conn_hooks *hooks; /* its starter's (an intercepted CONNECT), or NULL */
     bool head_ready;                  /* on_head seen, not yet handled */
     bool parse_stop;                  /* a parser callback asked the feed loop to stop */

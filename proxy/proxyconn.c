@@ -75,7 +75,7 @@ static void proxy_up_ready(void *arg, struct bufferevent *bev, enum upstream_err
     ti.host = c->cc.host;
     ti.route_tunnel = route_tunnel;
     ti.t_start = c->t_req;
-    evtimer_del(c->timer);
+    evtimer_del(&c->timer);
     /* the tunnel's from here, as a bufferevent; the ClientHello and whatever followed it (in
      * its input) go first */
     client = cio_to_bufferevent(&c->io);
@@ -98,10 +98,14 @@ out:
 void proxy_peek(struct h1conn *c)
 {
     struct evbuffer *in = cio_input(c->io);
-    size_t len = evbuffer_get_length(in), need, n;
+    size_t len = in != NULL ? evbuffer_get_length(in) : 0, need, n;
     const unsigned char *p, *name = NULL;
     char host[HOSTNAME_BUFSZ];
 
+    if (in == NULL) {
+        h1_close(c, "oom");
+        return;
+    }
     if (c->upreq != NULL || len < 5)
         return;
     p = evbuffer_pullup(in, 5);

@@ -264,6 +264,38 @@ START_TEST(test_plain_roundtrip)
 }
 END_TEST
 
+/* The idle release frees the empty input and output and they come back on use; input not
+ * consumed and output still queued are kept. */
+START_TEST(test_idle_buffers)
+{
+    char buf[64];
+    size_t queued;
+
+    cio_read(fx.io, true);
+    ck_assert_int_eq(write(fx.fd[1], "one", 3), 3);
+    PUMP_UNTIL(fx.reads == 1);
+    cio_free_buffers(fx.io);
+    ck_assert(!cio_has_input(fx.io));
+    ck_assert_uint_eq(cio_queued(fx.io), 0);
+    ck_assert_int_eq(write(fx.fd[1], "two", 3), 3);
+    PUMP_UNTIL(fx.reads == 2);
+    ck_assert_uint_eq(evbuffer_get_length(fx.got), 6);
+    push_text("back");
+    ck_assert_uint_eq(peer_read(buf, sizeof(buf)), 4);
+    fx.drain = false;
+    ck_assert_int_eq(write(fx.fd[1], "xyz", 3), 3);
+    PUMP_UNTIL(fx.reads == 3);
+    cio_free_buffers(fx.io);
+    ck_assert_uint_eq(evbuffer_get_length(cio_input(fx.io)), 3);
+    queued = push_until_queued(65536, NULL);
+    ck_assert_uint_gt(queued, 0);
+    cio_free_buffers(fx.io);
+    ck_assert_uint_eq(cio_queued(fx.io), queued);
+    while (peer_read(buf, sizeof(buf)) > 0)
+        turn();
+}
+END_TEST
+
 /* A peer that reads slowly: the write event exists while output is queued, and the write
  * callback says when it drained. */
 START_TEST(test_slow_peer)
@@ -582,6 +614,7 @@ Suite *suite_cio(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_plain_roundtrip);
+    tcase_add_test(tc, test_idle_buffers);
     tcase_add_test(tc, test_slow_peer);
     tcase_add_test(tc, test_backpressure);
     tcase_add_test(tc, test_read_timeout);

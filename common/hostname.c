@@ -58,6 +58,26 @@ static unsigned char lower(unsigned char c)
     return (c >= 'A' && c <= 'Z') ? (unsigned char)(c - 'A' + 'a') : c;
 }
 
+/* The dotted-quad text of the IPv4 address b (inet_ntop's, without its sprintf: a literal host
+ * is normalised several times per request). out has room for HOSTNAME_BUFSZ bytes. */
+static void format_v4(const unsigned char b[4], char *out)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; i < 4; i++) {
+        unsigned int v = b[i];
+
+        if (i > 0)
+            out[o++] = '.';
+        if (v >= 100)
+            out[o++] = (char)('0' + v / 100);
+        if (v >= 10)
+            out[o++] = (char)('0' + v / 10 % 10);
+        out[o++] = (char)('0' + v % 10);
+    }
+    out[o] = '\0';
+}
+
 static int normalize_ip(const char *in, size_t len, char *out, size_t outsz)
 {
     char tmp[HOSTNAME_BUFSZ];
@@ -74,14 +94,12 @@ static int normalize_ip(const char *in, size_t len, char *out, size_t outsz)
     memcpy(tmp, in, len);
     tmp[len] = '\0';
     if (inet_pton(AF_INET, tmp, bin) == 1) {
-        if (inet_ntop(AF_INET, bin, out, (socklen_t)outsz) == NULL)
-            return -1;
+        format_v4(bin, out);
         return HOSTNAME_IPV4;
     }
     if (inet_pton(AF_INET6, tmp, bin) == 1) {
         if (hostname_v4_embedded(bin, v4) != HOSTNAME_V4_NONE) {
-            if (inet_ntop(AF_INET, v4, out, (socklen_t)outsz) == NULL)
-                return -1;
+            format_v4(v4, out);
             return HOSTNAME_IPV4;
         }
         if (inet_ntop(AF_INET6, bin, out, (socklen_t)outsz) == NULL)

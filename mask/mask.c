@@ -71,6 +71,10 @@ struct mask {
     struct mask_spell_run **run;     /* nforms, then mask_head's nforms (hrun) */
     struct mask_spell_run **hrun;    /* mask_head's, made at its first call and kept, reset */
     size_t *done;                    /* mask_scan_shared's scratch */
+    size_t *touched;        /* the forms whose run read bytes since the last mask_finish ... */
+    unsigned char *is_used; /* ... and, per form, whether it is among them */
+    size_t ntouched;
+    bool head_scanned; /* mask_head's runs read a string (they are reset at its end) */
     size_t nforms;
     const struct mask_filter *filter; /* set->filter */
     size_t maxhold;                   /* set->maxhold */
@@ -79,6 +83,7 @@ struct mask {
     /* Held-back bytes: buf[start..end), the first of them at stream offset pos. */
     unsigned char *buf; /* 2 * maxhold bytes, wiped on free */
     size_t start, end;
+    size_t dirty; /* buf[0..dirty) held bytes since the last wipe (mask_finish wipes only it) */
     uint64_t pos;
 };
 
@@ -199,11 +204,13 @@ void mask_set_free(struct mask_set **sp)
 }
 
 /* One block: the struct, the matcher pointers (nforms, then mask_head's), the shared driver's
- * scratch, each form's run (mask_spell_run_init), the held-back buffer. */
+ * scratch, the list of touched forms and their flags, each form's run (mask_spell_run_init),
+ * the held-back buffer. */
 struct mask *mask_new_from(struct mask_set *set)
 {
     size_t n = set->nforms, runs = 2 * n * sizeof(struct mask_spell_run *);
-    size_t at = sizeof(struct mask) + runs + n * sizeof(size_t), size = at;
+    size_t flags = (n + 7) & ~(size_t)7;
+    size_t at = sizeof(struct mask) + runs + 2 * n * sizeof(size_t) + flags, size = at;
     struct mask *m;
     unsigned char *p;
 
@@ -223,6 +230,8 @@ struct mask *mask_new_from(struct mask_set *set)
     m->run = (struct mask_spell_run **)(void *)(p + sizeof(*m));
     m->hrun = m->run + n;
     m->done = (size_t *)(void *)(p + sizeof(*m) + runs);
+    m->touched = m->done + n;
+    m->is_used = (unsigned char *)(m->touched + n);
     for (size_t k = 0; k < n; k++) {
         m->run[k] = mask_spell_run_init(p + at, set->spell[k]);
         at += mask_spell_run_size(set->spell[k]);
@@ -260,6 +269,16 @@ uint64_t mask_count(const struct mask *m)
     return m->matches;
 }
 
+/* Form k's run is about to read bytes: it joins the touched ones (the others are as reset: idle,
+ * holding nothing, nothing to wipe). */
+static void mask_touch(struct mask *m, size_t k)
+{
+    if (!m->is_used[k]) {
+        m->is_used[k] = 1;
+        m->touched[m->ntouched++] = k;
+    }
+}
+
 /* Form k reads src[from..) until it holds no partial spelling (or src ends); *done is where it
  * stopped. 0 or -1. */
 static int mask_run_form(struct mask *m, size_t k, const unsigned char *src, size_t len,
@@ -267,6 +286,7 @@ static int mask_run_form(struct mask *m, size_t k, const unsigned char *src, siz
 {
     size_t used;
 
+    mask_touch(m, k);
     if (mask_spell_scan_some(m->spell[k], m->run[k], src + from, len - from, at + from, dst, m->pos,
                              &m->matches, &used) != 0)
         return -1;
@@ -288,8 +308,10 @@ static int mask_scan_shared(struct mask *m, const unsigned char *src, size_t len
 {
     size_t *done = m->done, i = 0, stops = 0;
 
-    for (size_t k = 0; k < m->nforms; k++) {
-        done[k] = 0;
+    memset(done, 0, m->nforms * sizeof(*done));
+    for (size_t t = 0; t < m->ntouched; t++) {
+        size_t k = m->touched[t]; /* only a touched form can hold a partial spelling */
+
         if (!mask_spell_idle(m->run[k]) && mask_run_form(m, k, src, len, 0, at, dst, &done[k]) != 0)
             return -1;
     }
@@ -307,6 +329,7 @@ static int mask_scan_shared(struct mask *m, const unsigned char *src, size_t len
         /* a form behind i is idle, and the filter passed nothing before i that it needs */
         size_t from = done[k] > i ? done[k] : i;
 
+        mask_touch(m, k);
         if (mask_spell_scan(m->spell[k], m->run[k], src + from, len - from, at + from, dst, m->pos,
                             &m->matches) != 0)
             return -1;
@@ -327,13 +350,15 @@ static int mask_scan(struct mask *m, const unsigned char *src, size_t len, unsig
 
     if (m->filter != NULL && mask_scan_shared(m, src, len, at, dst) != 0)
         return -1;
-    for (size_t k = 0; k < m->nforms; k++) {
-        uint64_t h;
-
-        if (m->filter == NULL &&
-            mask_spell_scan(m->spell[k], m->run[k], src, len, at, dst, m->pos, &m->matches) != 0)
+    for (size_t k = 0; m->filter == NULL && k < m->nforms; k++) {
+        mask_touch(m, k);
+        if (mask_spell_scan(m->spell[k], m->run[k], src, len, at, dst, m->pos, &m->matches) != 0)
             return -1;
-        h = mask_spell_hold(m->run[k]);
+    }
+    for (size_t t = 0; t < m->ntouched; t++) {
+        /* an untouched form holds nothing back */
+        uint64_t h = mask_spell_hold(m->run[m->touched[t]]);
+
         if (h < from)
             from = h;
     }
@@ -355,6 +380,8 @@ static int mask_feed_small(struct mask *m, const char *data, size_t len, struct 
     }
     memcpy(m->buf + m->end, data, len);
     m->end += len;
+    if (m->end > m->dirty)
+        m->dirty = m->end;
     if (mask_scan(m, (const unsigned char *)data, len, m->buf + m->start, held + len, &keep) != 0)
         return -1;
     emit = m->end - m->start - keep;
@@ -383,6 +410,8 @@ static int mask_feed_large(struct mask *m, const char *data, size_t len, struct 
     }
     emit = total - keep;
     memcpy(m->buf, p + emit, keep);
+    if (keep > m->dirty)
+        m->dirty = keep;
     OPENSSL_cleanse(p + emit, keep);
     m->start = 0;
     m->end = keep;
@@ -416,21 +445,27 @@ int mask_finish(struct mask *m, struct evbuffer *out)
 
     if (held > 0 && evbuffer_add(out, m->buf + m->start, held) != 0)
         return -1;
-    if (m->buf != NULL)
-        OPENSSL_cleanse(m->buf, 2 * m->maxhold);
+    if (m->buf != NULL && m->dirty > 0)
+        OPENSSL_cleanse(m->buf, m->dirty);
+    m->dirty = 0;
     m->start = m->end = 0;
     m->pos = 0;
-    for (size_t k = 0; k < m->nforms; k++)
-        mask_spell_run_reset(m->run[k]);
+    for (size_t t = 0; t < m->ntouched; t++) {
+        mask_spell_run_reset(m->run[m->touched[t]]);
+        m->is_used[m->touched[t]] = 0;
+    }
+    m->ntouched = 0;
     return 0;
 }
 
 /*
  * Masks one string in place, as a stream of its own, with the scratch runs given. Every form
- * reads a copy of the string. When memory runs out the whole string is starred: it might hold
- * a secret. Returns the number of spellings' ends.
+ * reads a copy of the string, unless the shared filter finds no position in it where a spelling
+ * of any form can begin (most fields of a head: then nothing is copied, reset or scanned). When
+ * memory runs out the whole string is starred: it might hold a secret. Returns the number of
+ * spellings' ends.
  */
-static size_t mask_string(const struct mask *m, struct mask_spell_run **runs, char *s, size_t len)
+static size_t mask_string(struct mask *m, struct mask_spell_run **runs, char *s, size_t len)
 {
     unsigned char stack[MASK_HEAD_STACK], *copy = stack;
     uint64_t hits = 0;
@@ -438,6 +473,9 @@ static size_t mask_string(const struct mask *m, struct mask_spell_run **runs, ch
 
     if (s == NULL || len == 0 || m->nforms == 0)
         return 0;
+    if (m->filter != NULL && mask_filter_skip(m->filter, (const unsigned char *)s, 0, len) == len)
+        return 0;
+    m->head_scanned = true;
     if (len > sizeof(stack))
         copy = malloc(len);
     if (copy != NULL)
@@ -537,7 +575,7 @@ static bool mask_name_bin(const char *name, size_t len)
  * not decode - the text is masked as a string, which covers a value's base64 forms. Should
  * memory run out, the value is starred whole.
  */
-static size_t mask_bin(const struct mask *m, struct mask_spell_run **runs, char *s, size_t len)
+static size_t mask_bin(struct mask *m, struct mask_spell_run **runs, char *s, size_t len)
 {
     unsigned char stack[MASK_HEAD_STACK], *b = stack;
     size_t cap = len / 4 * 3 + 3, chars = 0, n = 0;
@@ -586,10 +624,11 @@ size_t mask_head(struct mask *m, struct http_head *h)
             n += mask_string(m, runs, (char *)f->value, f->value_len);
     }
     /* what the last string left in the matchers is wiped now, not when the masker goes */
-    for (size_t k = 0; k < m->nforms; k++) {
+    for (size_t k = 0; k < m->nforms && m->head_scanned; k++) {
         if (runs[k] != NULL)
             mask_spell_run_reset(runs[k]);
     }
+    m->head_scanned = false;
     return n;
 }
 

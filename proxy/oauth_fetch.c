@@ -475,8 +475,7 @@ static void oauth_req_release(const void *data, size_t len, void *extra)
 }
 
 /* upstream_get's callback: a verified TLS connection to the endpoint (or why not). */
-static void connected_cb(void *arg, struct bufferevent *bev, enum upstream_err err,
-                         bool route_tunnel)
+static void connected_cb(void *arg, struct bufferevent *bev, enum upstream_err err, unsigned how)
 {
     struct oauth_fetch *f = arg;
     SSL *ssl;
@@ -489,7 +488,7 @@ static void connected_cb(void *arg, struct bufferevent *bev, enum upstream_err e
     }
     f->bev = bev;
     f->connected = true;
-    f->route_tunnel = route_tunnel;
+    f->route_tunnel = (how & UPSTREAM_VIA_TUNNEL) != 0;
     if ((ssl = bufferevent_openssl_get_ssl(bev)) != NULL)
         SSL_set_options(ssl, SSL_OP_CLEANSE_PLAINTEXT | SSL_OP_IGNORE_UNEXPECTED_EOF);
     bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);

@@ -91,8 +91,7 @@ static void oup_ready(struct origin_conn *c, enum origin_up up, enum upstream_er
     c->o.cbs->ready(c->o.arg, up, err);
 }
 
-static void oup_dialled(void *arg, struct bufferevent *bev, enum upstream_err err,
-                        bool route_tunnel);
+static void oup_dialled(void *arg, struct bufferevent *bev, enum upstream_err err, unsigned how);
 
 /* Dials (or takes a pooled connection) for this request alone. */
 static void oup_dial(struct origin_conn *c)
@@ -134,8 +133,7 @@ static void oup_open(struct origin_conn *c)
 }
 
 /* upstream_get()'s callback: the connection's ALPN picks the adapter. */
-static void oup_dialled(void *arg, struct bufferevent *bev, enum upstream_err err,
-                        bool route_tunnel)
+static void oup_dialled(void *arg, struct bufferevent *bev, enum upstream_err err, unsigned how)
 {
     struct origin_conn *c = arg;
 
@@ -146,14 +144,15 @@ static void oup_dialled(void *arg, struct bufferevent *bev, enum upstream_err er
         h2up_dial_end(&c->h2dial, H2UP_PLACED_FAILED, err);
         oup_ready(c, ORIGIN_UP_FAILED, err);
     } else if (c->tls == UPSTREAM_TLS_H2 && upstream_alpn_h2(bev)) {
-        c->h2s = h2up_attach(c->w, &c->h2dial, c->host, c->port, bev, route_tunnel, &up_h2_ops, c);
+        c->h2s = h2up_attach(c->w, &c->h2dial, c->host, c->port, bev, how & UPSTREAM_VIA_TUNNEL,
+                             &up_h2_ops, c);
         if (c->h2s == NULL)
             oup_ready(c, ORIGIN_UP_NO_MEM, UPSTREAM_OK);
         else
             oup_opened(c);
     } else {
         h2up_dial_end(&c->h2dial, H2UP_PLACED_H1, UPSTREAM_OK); /* each waiting request dials */
-        if (origin_h1_attach(c, bev, route_tunnel) < 0)
+        if (origin_h1_attach(c, bev, how) < 0)
             oup_ready(c, ORIGIN_UP_NO_MEM, UPSTREAM_OK);
         else
             oup_ready(c, ORIGIN_UP_OK, UPSTREAM_OK);

@@ -30,10 +30,13 @@ static struct origin_conn *oh1(struct origin *o)
 /*
  * Acknowledges upstream data at once instead of after the delayed-ACK timer (40 ms). An
  * upstream with Nagle on holds a small write (the first server-sent event after the head, the
- * head after TLS 1.3 session tickets) until its previous segment is acknowledged; a receiver
- * that has nothing to send back would otherwise delay that ACK. Linux forgets the setting as
- * soon as it sees request/response traffic again, so it is set after each request is sent
- * and after each read of a response still streaming.
+ * rest of a head written in parts, the head after TLS 1.3 session tickets) until its previous
+ * segment is acknowledged; a receiver that has nothing to send back would otherwise delay that
+ * ACK. Linux forgets the setting as soon as it sees request/response traffic again, so it is
+ * set after each read that leaves a response unfinished (an ACK already due goes out then),
+ * and after the first request on a connection dialled for it (the tickets arrive unseen: they
+ * make no read). A response read whole in one go, the keep-alive case, costs no system call
+ * and no extra segment: its ACK rides on the next request.
  */
 static void oh1_quickack(struct bufferevent *bev)
 {
@@ -154,11 +157,12 @@ static void oh1_read_cb(struct bufferevent *bev, void *arg)
         return; /* the exchange resumes when the client side drained */
     origin_enter(c);
     oh1_input(c);
-    if (!defer_freed(&c->defer) && c->answered && !c->done) {
+    if (!defer_freed(&c->defer) && !c->done) {
+        oh1_quickack(bev); /* the rest is awaited: acknowledge what came */
         /* a response is streaming (one read whole costs nothing): no buffers held between its
          * reads, however long it lasts (the pool takes the mode off again) */
-        oh1_quickack(bev);
-        bevio_release_always(bev);
+        if (c->answered)
+            bevio_release_always(bev);
     }
     origin_leave(c);
 }
@@ -285,7 +289,7 @@ static void oh1_resume(struct origin *o)
         c->rd = ORIGIN_H1_AGAIN; /* oh1_input takes another turn */
         return;
     }
-    if (c->rd == ORIGIN_H1_HELD && c->resp_bytes == 0 && !c->answered)
+    if (c->rd == ORIGIN_H1_HELD && c->resp_bytes == 0 && !c->answered && c->fresh)
         oh1_quickack(c->io.bev); /* the answer is next: acknowledge at once what arrives now */
     origin_enter(c);
     oh1_input(c);
@@ -472,11 +476,12 @@ static const struct origin_ops oh1_ops = {
     oh1_resume,  oh1_hold, oh1_take,      oh1_release,  oh1_cancel,
 };
 
-int origin_h1_attach(struct origin_conn *c, struct bufferevent *bev, bool route_tunnel)
+int origin_h1_attach(struct origin_conn *c, struct bufferevent *bev, unsigned how)
 {
     c->io.bev = bev;
     c->o.ops = &oh1_ops;
-    c->o.route_tunnel = route_tunnel;
+    c->o.route_tunnel = (how & UPSTREAM_VIA_TUNNEL) != 0;
+    c->fresh = (how & UPSTREAM_POOLED) == 0;
     c->rd = ORIGIN_H1_HELD;
     /* many servers close without close_notify; truncation of a Content-Length or chunked body
      * is still caught by the parser, and an EOF-delimited body can only end this way */

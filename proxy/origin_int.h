@@ -52,6 +52,7 @@ struct origin_conn {
     bool parser_reusable;     /* the parser is unused, or its connection went back to the pool */
     bool req_ended;           /* the whole request was staged (origin_body_end) */
     bool draining;            /* cancelled after the request: the response is read and dropped */
+    bool fresh;               /* the connection was dialled for this request (not pooled) */
     bool broken;          /* the parser failed, or the connection saw an EOF, error or timeout */
     uint64_t resp_bytes;  /* response bytes parsed */
     uint64_t drain_bytes; /* response body bytes dropped while draining */
@@ -95,7 +96,7 @@ static inline void origin_gone(struct origin_conn *c)
 
 /* origin_h1.c: c speaks HTTP/1.1 over bev (taken). 0, or -1 when out of memory (cancel frees
  * what was taken). */
-int origin_h1_attach(struct origin_conn *c, struct bufferevent *bev, bool route_tunnel);
+int origin_h1_attach(struct origin_conn *c, struct bufferevent *bev, unsigned how);
 
 /* Ends a draining origin: its connection closed (the worker ends). */
 void origin_h1_drain_stop(struct origin_conn *c);

@@ -44,8 +44,7 @@ static double proxy_elapsed(const struct timespec *t0)
 
 /* ---- tunnel without interception ------------------------------------------------------- */
 
-static void proxy_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err,
-                           bool route_tunnel)
+static void proxy_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, unsigned how)
 {
     struct h1conn *c = arg;
     struct tunnel_info ti = {0};
@@ -67,13 +66,13 @@ static void proxy_up_ready(void *arg, struct bufferevent *bev, enum upstream_err
         goto out;
     }
     audit_route(c->cc.w->sh->audit, c->cc.w->id, c->cc.host,
-                route_tunnel ? AUDIT_ROUTE_TUNNEL : AUDIT_ROUTE_DIRECT);
+                (how & UPSTREAM_VIA_TUNNEL) ? AUDIT_ROUTE_TUNNEL : AUDIT_ROUTE_DIRECT);
     metrics_request(c->cc.w->id, METRICS_D_ALLOW, 200, proxy_elapsed(&c->t_req));
     ti.id = c->cc.id;
     ti.client_addr = c->cc.client_addr;
     ti.la = c->cc.la;
     ti.host = c->cc.host;
-    ti.route_tunnel = route_tunnel;
+    ti.route_tunnel = (how & UPSTREAM_VIA_TUNNEL) != 0;
     ti.t_start = c->t_req;
     evtimer_del(&c->timer);
     /* the tunnel's from here, as a bufferevent; the ClientHello and whatever followed it (in

@@ -345,7 +345,8 @@ void upstream_finish(struct upstream_req *r, struct bufferevent *bev, enum upstr
 {
     upstream_cb cb = r->cb;
     void *arg = r->arg;
-    bool tunnel = r->tunnel;
+    unsigned how = (r->tunnel ? UPSTREAM_VIA_TUNNEL : 0) |
+                   (bev != NULL && r->state == RQ_POOL ? UPSTREAM_POOLED : 0);
 
     if (bev != NULL) {
         bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
@@ -355,7 +356,7 @@ void upstream_finish(struct upstream_req *r, struct bufferevent *bev, enum upstr
     if (r->bev == bev)
         r->bev = NULL;
     req_free(r);
-    cb(arg, bev, err, tunnel);
+    cb(arg, bev, err, how);
 }
 
 /* The connection on r->fd is established (to the host, or through the proxy's tunnel). */

@@ -57,13 +57,17 @@ struct upstream_ctx *upstream_ctx_new(struct event_base *base, const struct upst
                                       char *err, size_t errlen);
 void upstream_ctx_free(struct upstream_ctx **cp);
 
+/* How a delivered connection came (the flags of upstream_cb's how). */
+#define UPSTREAM_VIA_TUNNEL 1u /* it went through --upstream-proxy */
+#define UPSTREAM_POOLED     2u /* it served a response before: taken from the pool */
+
 /*
  * Called once with a connected (and, for tls, verified) bufferevent that the caller now owns,
- * or with NULL and the error. route_tunnel is true when it went through --upstream-proxy.
+ * or with NULL and the error; how holds UPSTREAM_VIA_TUNNEL and UPSTREAM_POOLED.
  * Never called from inside upstream_get().
  */
 typedef void (*upstream_cb)(void *arg, struct bufferevent *bev, enum upstream_err err,
-                            bool route_tunnel);
+                            unsigned how);
 
 struct upstream_req;
 

@@ -465,16 +465,18 @@ struct result {
     struct bufferevent *bev;
     enum upstream_err err;
     bool tunnel;
+    bool pooled;
 };
 
-static void on_result(void *arg, struct bufferevent *bev, enum upstream_err err, bool tunnel)
+static void on_result(void *arg, struct bufferevent *bev, enum upstream_err err, unsigned how)
 {
     struct result *r = arg;
 
     r->calls++;
     r->bev = bev;
     r->err = err;
-    r->tunnel = tunnel;
+    r->tunnel = (how & UPSTREAM_VIA_TUNNEL) != 0;
+    r->pooled = (how & UPSTREAM_POOLED) != 0;
     event_base_loopbreak(fx.base);
 }
 
@@ -859,6 +861,7 @@ START_TEST(test_pool_reuse)
 
     make_ctx(&o);
     ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r), UPSTREAM_OK);
+    ck_assert(!r.pooled); /* dialled */
     echo_check(r.bev, "one");
     first = r.bev;
     upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, first);
@@ -868,6 +871,7 @@ START_TEST(test_pool_reuse)
     ck_assert_uint_eq(stats().pool_idle, 1);
     ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r), UPSTREAM_OK);
     ck_assert_ptr_eq(r.bev, first);
+    ck_assert(r.pooled); /* the callback says so: origin_h1 asks for no quick ACK then */
     ck_assert_int_eq(fx.tls_accepts, 1);
     ck_assert_uint_eq(stats().pool_hits, 1);
     ck_assert_uint_eq(stats().pool_idle, 0);

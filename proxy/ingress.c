@@ -208,8 +208,10 @@ static int ingress_decide(struct tls_hello *h, const char *host, struct tls_leaf
         ingress_log(ic, LOG_INFO, "tls_refused", "sni_not_connect_host", NULL);
         return -1;
     }
-    if (host != ic->cc.host && exch_conn_set_host(&ic->cc, host) < 0)
+    if (host != ic->cc.host && exch_conn_set_host(&ic->cc, host) < 0) {
+        ingress_log(ic, LOG_ERROR, "tls_refused", "oom", NULL);
         return -1;
+    }
     /* the probe name is answered by vaultgate itself; under .invalid it impersonates nothing */
     if (sh->mode == POLICY_MODE_DEFAULT && !ca_permits(sh->ca, host) &&
         strcmp(host, INGRESS_PROBE_HOST) != 0) {

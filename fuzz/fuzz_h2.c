@@ -569,8 +569,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         die("pair", "out of memory");
     cc.w = &w;
     cc.la = &la;
-    snprintf(cc.client_addr, sizeof(cc.client_addr), "fuzz");
-    snprintf(cc.host, sizeof(cc.host), "%s", (opt & 16) ? "h2.test" : "up.test");
+    if (exch_conn_names(&cc, "fuzz", (opt & 16) ? "h2.test" : "up.test") < 0)
+        die("names", "out of memory");
     cc.tls = true;
     cc.host_fixed = true;
     cc.default_port = 443;
@@ -583,6 +583,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         bufferevent_write(pair[1], data, size);
     if (h2conn_start(&from, &cc, pair[0], (opt & 4) != 0) < 0) {
         worker_detach(&w, &from);
+        exch_conn_release(&cc); /* not taken over */
     } else {
         for (size_t off = 0; (opt & 2) && off < size; off += piece) {
             bufferevent_write(pair[1], data + off, size - off < piece ? size - off : piece);

@@ -34,7 +34,8 @@
 #define CIO_RECORD 16384 /* one TLS record per SSL_read / SSL_write */
 
 struct cio {
-    struct event rev, wev; /* the socket's; rev becomes the closing timer at the end */
+    struct event rev;  /* the socket's read event; it becomes the closing timer at the end */
+    struct event *wev; /* its write event, made when first wanted, freed with idle buffers */
     struct event_base *base;
     evutil_socket_t fd;
     SSL *ssl;
@@ -98,9 +99,14 @@ static struct evbuffer *cio_out(struct cio *io)
     return io->out;
 }
 
-/* Frees the input and the output when they hold nothing (they come back on first use). */
+/* Frees the input and the output when they hold nothing, and the write event when it waits
+ * for nothing (they come back on first use). */
 static void cio_drop_empty(struct cio *io)
 {
+    if (io->wev != NULL && !io->wadded) {
+        event_free(io->wev);
+        io->wev = NULL;
+    }
     if (io->in != NULL && cio_len(io->in) == 0) {
         evbuffer_remove_cb_entry(io->in, io->in_cb);
         evbuffer_free(io->in);
@@ -149,15 +155,29 @@ static void cio_update_read(struct cio *io)
     }
 }
 
+/* An error to report from the loop (a failed push, no memory for the write event): rev runs
+ * cio_write_ev, which reports it. */
+static void cio_fail_later(struct cio *io)
+{
+    io->failed = true;
+    event_active(&io->rev, EV_WRITE, 1);
+}
+
+/* Adds or deletes the write event as cio_want_write() says; made on first need. */
 static void cio_update_write(struct cio *io)
 {
     bool want = cio_want_write(io);
 
     if (want && !io->wadded) {
-        event_add(&io->wev, io->has_wtv ? &io->wtv : NULL);
+        if (io->wev == NULL && (io->wev = event_new(io->base, io->fd, EV_WRITE | EV_PERSIST,
+                                                    cio_write_ev, io)) == NULL) {
+            cio_fail_later(io);
+            return;
+        }
+        event_add(io->wev, io->has_wtv ? &io->wtv : NULL);
         io->wadded = true;
     } else if (!want && io->wadded) {
-        event_del(&io->wev);
+        event_del(io->wev);
         io->wadded = false;
     }
 }
@@ -318,6 +338,10 @@ static void cio_read_ev(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     if (io->stopped || io->dead)
         return;
+    if (what & EV_WRITE) { /* cio_fail_later() */
+        (void)cio_report(io, CIO_WRITING | CIO_ERROR);
+        return;
+    }
     if (!io->hs && !(what & EV_TIMEOUT) && !cio_want_read(io))
         return; /* activated by hand, and reading went off meanwhile */
     if (io->hs) {
@@ -472,8 +496,7 @@ static void cio_write_ev(evutil_socket_t fd, short what, void *arg)
 static void cio_push_failed(struct cio *io, struct evbuffer *stage)
 {
     evbuffer_drain(stage, evbuffer_get_length(stage));
-    io->failed = true;
-    event_active(&io->wev, EV_WRITE, 1);
+    cio_fail_later(io);
 }
 
 void cio_push(struct cio *io, struct evbuffer *stage, bool nocopy)
@@ -566,7 +589,7 @@ int cio_accept_tls(struct cio *io, SSL *ssl)
     if (io->radded)
         event_remove_timer(&io->rev);
     if (io->wadded)
-        event_remove_timer(&io->wev);
+        event_remove_timer(io->wev);
     cio_update_read(io);
     cio_update_write(io);
     if (!io->raw && io->early != NULL)
@@ -587,7 +610,6 @@ struct cio *cio_new(struct event_base *base, evutil_socket_t fd)
     io->base = base;
     io->fd = fd;
     event_assign(&io->rev, base, fd, EV_READ | EV_PERSIST, cio_read_ev, io);
-    event_assign(&io->wev, base, fd, EV_WRITE | EV_PERSIST, cio_write_ev, io);
     return io;
 }
 
@@ -624,9 +646,9 @@ void cio_set_timeouts(struct cio *io, const struct timeval *rd, const struct tim
     }
     if (io->wadded) {
         if (wr != NULL)
-            event_add(&io->wev, wr);
+            event_add(io->wev, wr);
         else
-            event_remove_timer(&io->wev);
+            event_remove_timer(io->wev);
     }
 }
 
@@ -706,7 +728,8 @@ void cio_stop(struct cio *io)
     cio_update_read(io);
     cio_update_write(io);
     event_del(&io->rev); /* a pending activation (records in OpenSSL, a deferred error) too */
-    event_del(&io->wev);
+    if (io->wev != NULL)
+        event_del(io->wev);
 }
 
 /* The loop turn after the free: the DEL is applied, the socket may close; the struct goes. */
@@ -745,6 +768,9 @@ static void cio_release(struct cio *io, bool keep)
 
     cio_stop(io);
     io->dead = true;
+    if (io->wev != NULL)
+        event_free(io->wev);
+    io->wev = NULL;
     if (!keep)
         SSL_free(io->ssl);
     io->ssl = NULL;

@@ -414,8 +414,11 @@ void exchange_request(struct exchange *x, struct http1_msg *req)
     exch_enter(x);
     x->req = req;
     x->mdec = METRICS_D_ERROR;
-    if (x->cc->host_fixed)
-        memcpy(x->host, x->cc->host, sizeof(x->host));
+    if (x->cc->host_fixed) {
+        size_t n = strlen(x->cc->host); /* under HOSTNAME_BUFSZ: exch_conn_names */
+
+        memcpy(x->host, x->cc->host, n + 1);
+    }
     if (exch_checks(x, h) < 0 || exch_decide(x, h, &dec) < 0)
         goto out;
     if (x->cc->proxy && !x->cc->host_fixed && x->target_port != EXCH_HTTP_PORT &&
@@ -602,6 +605,40 @@ void exchange_free(struct exchange **xp)
 void exch_conn_release(struct exch_conn *cc)
 {
     policy_unref(&cc->policy);
+    free(cc->client_addr);
+    cc->client_addr = cc->host = NULL;
+}
+
+int exch_conn_names(struct exch_conn *cc, const char *client, const char *host)
+{
+    size_t cn = client != NULL ? strnlen(client, EXCH_CLIENT_MAX) : 0;
+    size_t hn = host != NULL ? strnlen(host, HOSTNAME_BUFSZ - 1) : 0; /* as a host[] held */
+    char *b = malloc(cn + hn + 2);
+
+    if (b == NULL)
+        return -1;
+    if (cn > 0)
+        memcpy(b, client, cn);
+    b[cn] = '\0';
+    if (hn > 0)
+        memcpy(b + cn + 1, host, hn);
+    b[cn + 1 + hn] = '\0';
+    free(cc->client_addr);
+    cc->client_addr = b;
+    cc->host = b + cn + 1;
+    return 0;
+}
+
+int exch_conn_set_host(struct exch_conn *cc, const char *host)
+{
+    return exch_conn_names(cc, cc->client_addr, host);
+}
+
+void exch_conn_take(struct exch_conn *dst, struct exch_conn *src)
+{
+    *dst = *src;
+    src->policy = NULL;
+    src->client_addr = src->host = NULL;
 }
 
 void exch_conn_log(const struct exch_conn *cc, enum log_level lvl, const char *event,
@@ -614,7 +651,7 @@ void exch_conn_log(const struct exch_conn *cc, enum log_level lvl, const char *e
     f.conn = cc->id;
     f.client = cc->client_addr;
     f.listener = cc->la->label;
-    f.host = cc->host[0] != '\0' ? cc->host : NULL;
+    f.host = cc->host != NULL && cc->host[0] != '\0' ? cc->host : NULL;
     f.reason = reason;
     f.detail = detail;
     log_event(lvl, event, &f);

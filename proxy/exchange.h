@@ -59,27 +59,46 @@ enum exch_end {
  * What exchanges know of the connection that carries them. Owned by the transport, it outlives
  * every exchange on the connection; the snapshot at the end is taken and given back by the
  * exchanges (kept across requests to spare reference counting).
+ *
+ * The client's address and the host are one allocated block, sized to them (exch_conn_names,
+ * exch_conn_set_host). The struct owns the block and the snapshot: a connection that hands its
+ * exch_conn on (ingress to a transport, an intercepted CONNECT back to ingress) moves it with
+ * exch_conn_take, which leaves the source without either; exch_conn_release frees both.
  */
 struct exch_conn {
     struct worker *w;
     const struct listen_addr *la;
     uint64_t id;
-    char client_addr[64];
-    char host[HOSTNAME_BUFSZ]; /* the connection's host (SNI, CONNECT target), or "" */
-    bool tls;                  /* TLS terminated here */
-    bool proxy;                /* accepted on the explicit-proxy listener */
-    bool host_fixed;           /* one host for the connection; else each request names its own */
-    int default_port;          /* the port a Host may name besides none and the listener's */
-    const char *proto;         /* the client's protocol for log lines: "http/1.1", "h2" */
-    bool draining;             /* stop requested: no new requests on this connection */
+    char *client_addr; /* "ip:port"; the block's start, NULL before exch_conn_names */
+    char *host;        /* the connection's host (SNI, CONNECT target), or "": in the block */
+    bool tls;          /* TLS terminated here */
+    bool proxy;        /* accepted on the explicit-proxy listener */
+    bool host_fixed;   /* one host for the connection; else each request names its own */
+    int default_port;  /* the port a Host may name besides none and the listener's */
+    const char *proto; /* the client's protocol for log lines: "http/1.1", "h2" */
+    bool draining;     /* stop requested: no new requests on this connection */
     const struct origin_source *origins; /* where the upstreams come from; NULL: the worker's */
     /* caches */
     struct policy *policy; /* snapshot of the last request (a new one only after a reload) */
     uint64_t policy_gen;
 };
 
-/* Frees what the caches hold (the transport's teardown). */
+/* Frees the names and what the caches hold (the transport's teardown). */
 void exch_conn_release(struct exch_conn *cc);
+
+/* The longest client address kept ("[v6 address]:port" is 53 bytes). */
+#define EXCH_CLIENT_MAX 63
+
+/* Sets the client's address and the host (NULL: none) in one new block, sized to them; the old
+ * block is freed (either string may point into it). 0, or -1 when out of memory (cc unchanged). */
+int exch_conn_names(struct exch_conn *cc, const char *client, const char *host);
+
+/* Changes the host, keeping the client's address (exch_conn_names). 0 or -1. */
+int exch_conn_set_host(struct exch_conn *cc, const char *host);
+
+/* dst takes src over, the names and the snapshot included: src holds neither afterwards (its
+ * other fields stay as they were). */
+void exch_conn_take(struct exch_conn *dst, struct exch_conn *src);
 
 /* A log line of the connection cc (its id, client, listener and host; never a path), for the
  * transports and ingress. reason and detail may be NULL. */

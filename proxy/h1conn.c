@@ -838,9 +838,8 @@ int h1conn_start(struct worker_link *from, struct exch_conn *cc, struct cio *io,
         free(c);
         return -1;
     }
-    c->cc = *cc;
+    exch_conn_take(&c->cc, cc);
     c->cc.proto = "http/1.1";
-    cc->policy = NULL; /* the cache moved here */
     c->hooks = hooks;
     c->busy = busy;
     if (from == NULL)

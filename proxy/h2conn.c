@@ -547,9 +547,8 @@ int h2conn_start(struct worker_link *from, struct exch_conn *cc, struct bufferev
         bufferevent_free(bev);
         return -1;
     }
-    c->cc = *cc;
+    exch_conn_take(&c->cc, cc);
     c->cc.proto = "h2";
-    cc->policy = NULL; /* the cache moved here */
     c->io.bev = bev;
     c->busy = busy;
     c->io.stage = evbuffer_new();

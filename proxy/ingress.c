@@ -180,7 +180,7 @@ static int refuse_nosni(struct ingress_conn *ic, int *alert)
     char host[HOSTNAME_BUFSZ];
 
     nosni_host(ic, host, sizeof(host));
-    snprintf(ic->cc.host, sizeof(ic->cc.host), "%s", host);
+    (void)exch_conn_set_host(&ic->cc, host); /* for the log line; refused either way */
     audit_blocked(w->sh->audit, w->id, host);
     audit_route(w->sh->audit, w->id, host, AUDIT_ROUTE_REFUSED);
     metrics_blocked(w->id);
@@ -208,8 +208,10 @@ static int ingress_decide(struct tls_hello *h, const char *host, struct tls_leaf
         ingress_log(ic, LOG_INFO, "tls_refused", "sni_not_connect_host", NULL);
         return -1;
     }
-    if (host != ic->cc.host)
-        snprintf(ic->cc.host, sizeof(ic->cc.host), "%s", host);
+    if (host != ic->cc.host && exch_conn_set_host(&ic->cc, host) < 0) {
+        ingress_log(ic, LOG_ERROR, "tls_refused", "oom", NULL);
+        return -1;
+    }
     /* the probe name is answered by vaultgate itself; under .invalid it impersonates nothing */
     if (sh->mode == POLICY_MODE_DEFAULT && !ca_permits(sh->ca, host) &&
         strcmp(host, INGRESS_PROBE_HOST) != 0) {
@@ -291,21 +293,22 @@ static const struct worker_link_ops ingress_link_ops = {link_drain, link_abort};
 
 /* ---- TLS accept ------------------------------------------------------------------------- */
 
-/* A connection about to handshake, with its timer; not in the worker's list yet. NULL. */
-static struct ingress_conn *ingress_new(const struct exch_conn *cc, bool busy)
+/* A connection about to handshake, with its timer; not in the worker's list yet. It takes cc
+ * over (exch_conn_take), or, NULL, leaves it to the caller. */
+static struct ingress_conn *ingress_new(struct exch_conn *cc, bool busy)
 {
     struct ingress_conn *ic = calloc(1, sizeof(*ic));
 
     if (ic == NULL)
         return NULL;
-    ic->cc = *cc;
-    ic->hello.decide = ingress_decide;
-    ic->busy = busy;
     ic->timer = evtimer_new(cc->w->base, timer_cb, ic);
     if (ic->timer == NULL) {
         free(ic);
         return NULL;
     }
+    exch_conn_take(&ic->cc, cc);
+    ic->hello.decide = ingress_decide;
+    ic->busy = busy;
     return ic;
 }
 
@@ -337,7 +340,6 @@ static int ingress_tls_take(struct worker_link *from, struct exch_conn *cc, stru
         cio_free(&plain);
         return -1;
     }
-    cc->policy = NULL; /* the cache moved here */
     worker_replace(ic->cc.w, from, &ic->link, &ingress_link_ops);
     (void)ingress_tls(ic, plain);
     return 0;
@@ -384,12 +386,13 @@ static void limit_note(struct worker *w, int active)
 }
 
 /* The TLS listener's socket: the handshake first. */
-static void accept_tls(const struct exch_conn *cc, evutil_socket_t fd, bool busy)
+static void accept_tls(struct exch_conn *cc, evutil_socket_t fd, bool busy)
 {
     struct ingress_conn *ic = ingress_new(cc, busy);
 
     if (ic == NULL) {
         evutil_closesocket(fd);
+        exch_conn_release(cc);
         log_eventf(LOG_ERROR, "accept", "oom", "out of memory");
         return;
     }
@@ -403,8 +406,10 @@ static void accept_plain(struct exch_conn *cc, evutil_socket_t fd, bool busy)
 {
     struct cio *io = cio_new(cc->w->base, fd); /* fd closed when it fails */
 
-    if (io == NULL || h1conn_start(NULL, cc, io, busy, &h1_hooks) < 0)
+    if (io == NULL || h1conn_start(NULL, cc, io, busy, &h1_hooks) < 0) {
+        exch_conn_release(cc);
         log_eventf(LOG_ERROR, "accept", "oom", "out of memory");
+    }
 }
 
 static void ingress_accept(struct worker *w, const struct listen_addr *la, int fd,
@@ -412,6 +417,7 @@ static void ingress_accept(struct worker *w, const struct listen_addr *la, int f
 {
     int active = atomic_load(&w->sh->active_conns), one = 1;
     struct exch_conn cc = {0};
+    char client[EXCH_CLIENT_MAX + 1];
     bool busy = active >= w->sh->max_conns;
 
     (void)salen;
@@ -427,7 +433,12 @@ static void ingress_accept(struct worker *w, const struct listen_addr *la, int f
     cc.la = la;
     cc.proxy = la->kind == LISTEN_PROXY;
     cc.default_port = la->kind == LISTEN_HTTPS ? INGRESS_HTTPS_PORT : INGRESS_HTTP_PORT;
-    addr_text(sa, cc.client_addr, sizeof(cc.client_addr));
+    addr_text(sa, client, sizeof(client));
+    if (exch_conn_names(&cc, client, NULL) < 0) {
+        evutil_closesocket(fd);
+        log_eventf(LOG_ERROR, "accept", "oom", "out of memory");
+        return;
+    }
     if (la->kind == LISTEN_HTTPS)
         accept_tls(&cc, fd, busy); /* the transport answers 503 after the handshake */
     else

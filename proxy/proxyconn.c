@@ -169,7 +169,12 @@ void proxy_connected(struct h1conn *c)
     bool tunnel;
 
     exchange_connect_target(c->x, &host, &port, &tunnel);
-    snprintf(c->cc.host, sizeof(c->cc.host), "%s", host);
+    if (exch_conn_set_host(&c->cc, host) < 0) {
+        exchange_free(&c->x);
+        c->req = NULL;
+        h1_close(c, "oom");
+        return;
+    }
     exchange_free(&c->x);
     c->req = NULL;
     evbuffer_add(c->stage, established, sizeof(established) - 1);

@@ -4,9 +4,10 @@
  *
  * Covered: records read ahead all delivered in one readiness, the input high-water mark
  * (reading stops, resumes once drained), a slow peer (the write event only while output is
- * queued, the write callback when drained), read and write timeouts, end of stream and
- * half-close, the in-place TLS upgrade with early bytes and a queued clear answer, the hand-off
- * to a bufferevent with bytes pending both ways, and a free from inside a callback.
+ * queued, the write callback when drained, made again after the idle release), read and write
+ * timeouts, end of stream and half-close, the in-place TLS upgrade with early bytes and a queued
+ * clear answer, the hand-off to a bufferevent with bytes pending both ways, and a free from
+ * inside a callback.
  */
 #include "common/caps.h"
 #include "proxy/cio.h"
@@ -303,26 +304,31 @@ START_TEST(test_idle_buffers)
 END_TEST
 
 /* A peer that reads slowly: the write event exists while output is queued, and the write
- * callback says when it drained. */
+ * callback says when it drained; after the idle release (which frees the write event) the next
+ * backpressure makes it again. */
 START_TEST(test_slow_peer)
 {
     char buf[65536];
-    size_t queued, total = 0;
 
-    queued = push_until_queued(65536, NULL);
-    ck_assert_uint_gt(queued, 0);
-    ck_assert(cio_writing(fx.io));
-    turn();
-    ck_assert_int_eq(fx.writes, 0); /* the peer took nothing */
-    for (int i = 0; i < PUMP_MAX && (cio_queued(fx.io) > 0 || fx.writes == 0); i++) {
-        total += peer_read(buf, sizeof(buf));
+    for (int round = 0; round < 2; round++) {
+        size_t queued = push_until_queued(65536, NULL);
+
+        ck_assert_uint_gt(queued, 0);
+        ck_assert(cio_writing(fx.io));
+        fx.writes = 0;
         turn();
+        ck_assert_int_eq(fx.writes, 0); /* the peer took nothing */
+        for (int i = 0; i < PUMP_MAX && (cio_queued(fx.io) > 0 || fx.writes == 0); i++) {
+            (void)peer_read(buf, sizeof(buf));
+            turn();
+        }
+        ck_assert_uint_eq(cio_queued(fx.io), 0);
+        ck_assert_int_ge(fx.writes, 1);
+        ck_assert(!cio_writing(fx.io));
+        while (peer_read(buf, sizeof(buf)) > 0)
+            ;
+        cio_free_buffers(fx.io);
     }
-    ck_assert_uint_eq(cio_queued(fx.io), 0);
-    ck_assert_int_ge(fx.writes, 1);
-    ck_assert(!cio_writing(fx.io));
-    while (peer_read(buf, sizeof(buf)) > 0)
-        ;
 }
 END_TEST
 

@@ -331,13 +331,11 @@ static void fake_init(struct fake *f, const struct listen_addr *la, const char *
     f->cc.w = &w;
     f->cc.la = la;
     f->cc.id = 1;
-    snprintf(f->cc.client_addr, sizeof(f->cc.client_addr), "test");
+    ck_assert_int_eq(exch_conn_names(&f->cc, "test", host), 0);
     f->cc.tls = la->kind == LISTEN_HTTPS;
     f->cc.proxy = la->kind == LISTEN_PROXY;
     f->cc.host_fixed = host != NULL;
     f->cc.default_port = f->cc.tls ? 443 : 80;
-    if (host != NULL)
-        snprintf(f->cc.host, sizeof(f->cc.host), "%s", host);
     f->out = evbuffer_new();
 }
 

@@ -318,6 +318,23 @@ out:
     return pub;
 }
 
+int ca_reparse(X509 **x)
+{
+    unsigned char *der = NULL;
+    const unsigned char *p;
+    int len = *x != NULL ? i2d_X509(*x, &der) : -1;
+    X509 *y = NULL;
+
+    if (len > 0) {
+        p = der;
+        y = d2i_X509(NULL, &p, len);
+    }
+    OPENSSL_free(der);
+    X509_free(*x);
+    *x = y;
+    return y != NULL;
+}
+
 static int add_ski(X509 *x, ASN1_OCTET_STRING *ski)
 {
     return X509_add1_ext_i2d(x, NID_subject_key_identifier, ski, 0, X509V3_ADD_DEFAULT) == 1;
@@ -460,7 +477,7 @@ static X509 *build_inter(struct ca *ca, const char *run_id, const ASN1_OCTET_STR
             X509_add1_ext_i2d(x, NID_name_constraints, nc, 1, X509V3_ADD_DEFAULT) != 1)
             goto out;
     }
-    if (X509_sign(x, ca->root_key, EVP_sha256()) <= 0)
+    if (X509_sign(x, ca->root_key, EVP_sha256()) <= 0 || !ca_reparse(&x))
         goto out;
     ok = 1;
 out:

@@ -64,4 +64,13 @@ int ca_add_bc(X509 *x, bool is_ca, long pathlen);
 /* Adds keyUsage (critical) with the given bits (KU_* of x509v3.h). 1 or 0. */
 int ca_add_ku(X509 *x, unsigned int bits);
 
+/*
+ * The signed certificate *x as OpenSSL holds a parsed one: encoded once and decoded again, so it
+ * keeps its DER (a TLS Certificate message copies it instead of re-encoding every field) and its
+ * public key is a provider key (the per-handshake key type lookup and key/certificate match of
+ * SSL_use_cert_and_key take the provider path, not the legacy one). Replaces *x (the old one is
+ * freed). 1, or 0 with *x freed and NULL.
+ */
+int ca_reparse(X509 **x);
+
 #endif

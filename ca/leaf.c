@@ -123,7 +123,8 @@ X509 *leaf_mint(const struct ca *ca, const char *host, char *err, size_t errlen)
             1 ||
         !ca_add_aki(x, ca->inter_ski))
         goto fail;
-    if (X509_sign(x, ca->inter_key, EVP_sha256()) <= 0)
+    /* reparsed: served on every full handshake, see ca_reparse() */
+    if (X509_sign(x, ca->inter_key, EVP_sha256()) <= 0 || !ca_reparse(&x))
         goto fail;
     return x;
 fail:

@@ -189,14 +189,12 @@ static int refuse_nosni(struct ingress_conn *ic, int *alert)
     return -1;
 }
 
-/* The ClientHello decision (struct tls_hello): the name, then the leaf for it. */
-static int ingress_decide(struct tls_hello *h, const char *host, struct tls_leaf *out, int *alert)
+/* The ClientHello decision (struct tls_hello.decide): the name, on every handshake. */
+static int ingress_decide(struct tls_hello *h, const char *host, int *alert)
 {
     struct ingress_conn *ic =
         (struct ingress_conn *)(void *)((char *)h - offsetof(struct ingress_conn, hello));
     struct worker_shared *sh = ic->cc.w->sh;
-    char err[256];
-    X509 *cert;
 
     if (host == NULL && ic->cc.proxy)
         host = ic->cc.host; /* intercepted CONNECT without SNI: the CONNECT host names it */
@@ -219,10 +217,20 @@ static int ingress_decide(struct tls_hello *h, const char *host, struct tls_leaf
         ingress_log(ic, LOG_WARN, "tls_refused", "host_outside_ca", NULL);
         return -1;
     }
-    cert = certcache_get(sh->certs, host, err, sizeof(err));
+    return 0;
+}
+
+/* The leaf for the name decide accepted (struct tls_hello.leaf): full handshakes only. */
+static int ingress_leaf(struct tls_hello *h, struct tls_leaf *out)
+{
+    struct ingress_conn *ic =
+        (struct ingress_conn *)(void *)((char *)h - offsetof(struct ingress_conn, hello));
+    struct worker_shared *sh = ic->cc.w->sh;
+    char err[256];
+    X509 *cert = certcache_get(sh->certs, ic->cc.host, err, sizeof(err));
+
     if (cert == NULL) {
         ingress_log(ic, LOG_ERROR, "tls_refused", "leaf_mint", err);
-        *alert = SSL_AD_INTERNAL_ERROR;
         return -1;
     }
     out->cert = cert;
@@ -308,6 +316,7 @@ static struct ingress_conn *ingress_new(struct exch_conn *cc, bool busy)
     }
     exch_conn_take(&ic->cc, cc);
     ic->hello.decide = ingress_decide;
+    ic->hello.leaf = ingress_leaf;
     ic->busy = busy;
     return ic;
 }

@@ -1,13 +1,14 @@
 /*
  * tls.c - server-side TLS of the proxy listeners.
  *
- * Guarantees: TLS 1.2 and 1.3 only; the certificate served is chosen from the SNI of the
- * ClientHello, after the name was validated and normalised by hostname_normalize(), by the
- * connection's own decision (struct tls_hello, reached through the SSL's ex_data: this file
- * calls no transport or ingress function); an SSL without one aborts the handshake. One
- * SSL_CTX per worker, built at start, never per connection; the leaf is switched in per
- * handshake with SSL_use_cert_and_key (measured against a cached per-leaf SSL_CTX in
- * docs/internals/proxy.md).
+ * Guarantees: TLS 1.2 and 1.3 only; every ClientHello's SNI, validated and normalised by
+ * hostname_normalize(), is put to the connection's own decision (struct tls_hello, reached
+ * through the SSL's ex_data: this file calls no transport or ingress function), resumed
+ * handshakes included; an SSL without one aborts the handshake. The certificate for the accepted
+ * name is asked for only when the handshake sends one (the certificate callback: full
+ * handshakes, never resumed ones). One SSL_CTX per worker, built at start, never per connection;
+ * the leaf is switched in per full handshake with SSL_use_cert_and_key (measured against a cached
+ * per-leaf SSL_CTX in docs/internals/proxy.md).
  */
 #include "proxy/tls.h"
 #include "common/hostname.h"
@@ -109,10 +110,7 @@ static int client_hello_cb(SSL *ssl, int *al, void *arg)
     struct tls_hello *h = SSL_get_ex_data(ssl, conn_ex_index);
     const unsigned char *ext = NULL, *raw = NULL;
     char host[HOSTNAME_BUFSZ];
-    struct tls_leaf leaf = {0};
-    STACK_OF(X509) *chain = NULL;
     size_t extlen = 0, n = 0;
-    int ok = 0;
 
     (void)arg;
     if (h == NULL) {
@@ -127,8 +125,26 @@ static int client_hello_cb(SSL *ssl, int *al, void *arg)
     *al = SSL_AD_UNRECOGNIZED_NAME;
     if (n == 0 || hostname_normalize((const char *)raw, n, host, sizeof(host)) < 0)
         n = 0;
-    if (h->decide(h, n > 0 ? host : NULL, &leaf, al) < 0)
+    if (h->decide(h, n > 0 ? host : NULL, al) < 0)
         return SSL_CLIENT_HELLO_ERROR;
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+/*
+ * The certificate callback: OpenSSL calls it only when the handshake sends a certificate (a
+ * full one), after the ClientHello callback accepted the name; a resumed handshake never
+ * builds or installs a leaf. 1, or 0 (the handshake ends with internal_error).
+ */
+static int cert_cb(SSL *ssl, void *arg)
+{
+    struct tls_hello *h = SSL_get_ex_data(ssl, conn_ex_index);
+    struct tls_leaf leaf = {0};
+    STACK_OF(X509) *chain = NULL;
+    int ok = 0;
+
+    (void)arg;
+    if (h == NULL || h->leaf(h, &leaf) < 0)
+        return 0;
     /* one call: SSL_use_certificate + SSL_use_PrivateKey + SSL_add1_chain_cert cost ~10 us
      * (the separate key/certificate match check), this ~3 us (docs/internals/proxy.md) */
     chain = sk_X509_new_reserve(NULL, 1);
@@ -137,12 +153,9 @@ static int client_hello_cb(SSL *ssl, int *al, void *arg)
         ok = 1;
     sk_X509_free(chain);
     X509_free(leaf.cert);
-    if (!ok) {
+    if (!ok)
         ERR_clear_error();
-        *al = SSL_AD_INTERNAL_ERROR;
-        return SSL_CLIENT_HELLO_ERROR;
-    }
-    return SSL_CLIENT_HELLO_SUCCESS;
+    return ok;
 }
 
 static int alpn_select_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
@@ -205,6 +218,7 @@ SSL_CTX *tls_server_ctx_new(const unsigned char ticket_keys[80], char *err, size
         goto out;
     SSL_CTX_set_num_tickets(ctx, 1);
     SSL_CTX_set_client_hello_cb(ctx, client_hello_cb, NULL);
+    SSL_CTX_set_cert_cb(ctx, cert_cb, NULL);
     SSL_CTX_set_alpn_select_cb(ctx, alpn_select_cb, NULL);
     ret = ctx;
     ctx = NULL;

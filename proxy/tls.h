@@ -1,8 +1,9 @@
 /*
  * tls.h - the server side of vaultgate's TLS mechanics: the server SSL_CTX, the ClientHello
- * callback that reads and normalises the SNI and installs the leaf that the connection's
- * decision (struct tls_hello, set on each SSL by the module that accepts it) chose, ALPN, and
- * SNI parsing. It decides nothing itself and knows no transport.
+ * callback that reads and normalises the SNI for the connection's decision (struct tls_hello, set
+ * on each SSL by the module that accepts it), the certificate callback that installs the leaf
+ * that decision gives (full handshakes only), ALPN, and SNI parsing. It decides nothing itself
+ * and knows no transport.
  */
 #ifndef VG_TLS_H
 #define VG_TLS_H
@@ -11,7 +12,7 @@
 
 #include <openssl/ssl.h>
 
-/* What the ClientHello callback serves for one host. */
+/* What the certificate callback serves for one host. */
 struct tls_leaf {
     X509 *cert;    /* new reference, freed by the callback after use */
     EVP_PKEY *key; /* borrowed from the CA */
@@ -23,19 +24,25 @@ struct tls_leaf {
  * and http/1.1,
  * session tickets keyed by ticket_keys (80 bytes, shared by every worker so a ticket from one
  * worker resumes on another), no server-side session cache, released buffers on idle
- * connections. The certificate is chosen per connection by the ClientHello callback.
+ * connections. The name is decided per connection by the ClientHello callback, the certificate
+ * installed by the certificate callback (full handshakes only: a resumed one sends none).
  * Caller frees with SSL_CTX_free. NULL + err.
  */
 SSL_CTX *tls_server_ctx_new(const unsigned char ticket_keys[80], char *err, size_t errlen);
 
 /*
- * The decision of one connection's ClientHello, embedded in whatever accepts it. host is the
- * normalised SNI, or NULL when there is none (or it is not a host name). decide fills out
- * (out->cert a new reference, freed by the callback) and returns 0, or returns -1 with *alert
- * set (the handshake is aborted). It runs inside the handshake, on the connection's thread.
+ * The decision of one connection's ClientHello, embedded in whatever accepts it. Both run inside
+ * the handshake, on the connection's thread.
+ * decide: on every ClientHello, resumed handshakes included. host is the normalised SNI, or NULL
+ * when there is none (or it is not a host name). Returns 0 (accepted), or -1 with *alert set
+ * (the handshake is aborted).
+ * leaf: only when the handshake sends a certificate (full handshakes), after decide accepted.
+ * Fills out (out->cert a new reference, freed by the caller) and returns 0, or returns -1 (the
+ * handshake ends with internal_error).
  */
 struct tls_hello {
-    int (*decide)(struct tls_hello *h, const char *host, struct tls_leaf *out, int *alert);
+    int (*decide)(struct tls_hello *h, const char *host, int *alert);
+    int (*leaf)(struct tls_hello *h, struct tls_leaf *out);
 };
 
 /* A new SSL for an accepted connection whose ClientHello h decides (h must outlive the

@@ -11,6 +11,7 @@
  * transport, exchange or listener module: it reaches them through their struct worker_module.
  */
 #include "proxy/worker.h"
+#include "proxy/evmem.h"
 #include "audit/log.h"
 #include "proxy/metrics.h"
 #include "proxy/oauth.h"
@@ -374,6 +375,7 @@ static void *worker_main(void *arg)
 {
     struct worker *w = arg;
 
+    evmem_thread_begin();
     w->log_flush_ev = event_new(w->base, -1, 0, log_flush_cb, NULL);
     if (w->log_flush_ev != NULL)
         log_batch_begin(log_wake, w->log_flush_ev);
@@ -383,6 +385,7 @@ static void *worker_main(void *arg)
     if (w->log_flush_ev != NULL)
         event_free(w->log_flush_ev);
     w->log_flush_ev = NULL;
+    evmem_thread_end();
     return NULL;
 }
 
@@ -493,6 +496,7 @@ struct worker *worker_start_all(struct worker_shared *sh, char *err, size_t errl
         return NULL;
     }
     err[0] = '\0';
+    evmem_install();
     for (i = 0; i < sh->nworkers; i++)
         ws[i].ctl_fd = ws[i].oauth_fd = -1;
     for (i = 0; i < sh->nworkers; i++) {

@@ -23,7 +23,9 @@
 #   bulk  MiB/s of 1 MiB answers: wrk -c$BULK_CONNS on persistent connections, GET /big.bin
 #   h2    HTTP/2 requests/s: h2load -c$H2_CLIENTS -m$H2_STREAMS GET $H2_PATH (nginx listens
 #         with http2, haproxy with alpn h2; mitmproxy is left out); with H2_WRITES=1 also the
-#         proxy's SSL_write calls per request (a uprobe on libssl, added when missing)
+#         proxy's SSL_write calls per request (a uprobe on libssl, added when missing); with
+#         H2_CALLS="read write epoll_wait ..." the proxy's calls of each per request and the
+#         machine's TCP segments sent per request (nstat TcpOutSegs: loopback, both directions)
 #   calls system calls and libc allocations (malloc+calloc+realloc) per keep-alive request:
 #         perf stat (raw_syscalls:sys_enter and uprobes on libc, added with perf probe when
 #         missing) on the proxy while h2load --h1 sends $CALLS_N requests on $CONNS connections
@@ -199,7 +201,7 @@ bench_calls() { # name: system calls and allocations per keep-alive request
     local libc out n
     command -v h2load >/dev/null && command -v perf >/dev/null || return 0
     libc=$(ldd "$(command -v nginx)" | awk '/libc.so/ { print $3 }')
-    perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc ' ||
+    perf probe -l 2>/dev/null | grep 'probe_libc:malloc ' >/dev/null ||
         perf probe -q -x "$libc" -a malloc -a calloc -a realloc 2>/dev/null || return 0
     load_gen h2load --h1 -n 2000 -c"$CONNS" --connect-to "127.0.0.1:$PORT" \
         "https://$PX_HOST2:$PORT/" >/dev/null 2>&1 || true
@@ -253,20 +255,23 @@ dials_start() {
     local ev=syscalls:sys_enter_connect
     DIALS_PID=""
     command -v perf >/dev/null || return 0
-    [ "${H2_ALLOCS:-0}" = 1 ] && perf probe -l 2>/dev/null | grep -q 'probe_libc:malloc ' &&
+    [ "${H2_ALLOCS:-0}" = 1 ] && perf probe -l 2>/dev/null | grep 'probe_libc:malloc ' >/dev/null &&
         ev="$ev,probe_libc:malloc,probe_libc:calloc,probe_libc:realloc"
     if [ "${H2_WRITES:-0}" = 1 ]; then
-        perf probe -l 2>/dev/null | grep -q 'probe_libssl:SSL_write ' ||
+        perf probe -l 2>/dev/null | grep 'probe_libssl:SSL_write ' >/dev/null ||
             perf probe -q -x "$(ldd "$(command -v nginx)" | awk '/libssl.so/ { print $3 }')" \
                 -a SSL_write 2>/dev/null || true
-        perf probe -l 2>/dev/null | grep -q 'probe_libssl:SSL_write ' &&
+        perf probe -l 2>/dev/null | grep 'probe_libssl:SSL_write ' >/dev/null &&
             ev="$ev,probe_libssl:SSL_write"
     fi
+    local c
+    for c in ${H2_CALLS:-}; do ev="$ev,syscalls:sys_enter_$c"; done
+    DIALS_SEGS=$(nstat -az TcpOutSegs 2>/dev/null | awk '/TcpOutSegs/ { print $2 }')
     perf stat -x, -e "$ev" -p "$(proxy_pids | xargs | tr " " ,)" -o "$W/dials.$1" 2>/dev/null &
     DIALS_PID=$!
 }
 dials_end() {
-    local allocs
+    local allocs segs
     [ -n "$DIALS_PID" ] || return 0
     kill -INT "$DIALS_PID" 2>/dev/null || true
     wait "$DIALS_PID" 2>/dev/null || true
@@ -276,6 +281,12 @@ dials_end() {
               if (q && n > 0) printf ", %.2f SSL_write per request", w / n }' "$W/dials.$1")
     echo "$1 upstream connections opened: $(awk -F, '/sys_enter_connect/ { print $1 }' \
         "$W/dials.$1")$allocs"
+    [ -n "${H2_CALLS:-}" ] || return 0
+    segs=$(nstat -az TcpOutSegs 2>/dev/null | awk '/TcpOutSegs/ { print $2 }')
+    echo "$1 per request:$(awk -F, -v n="${2:-0}" '/syscalls:sys_enter_/ && !/connect/ {
+        e = $3; sub("syscalls:sys_enter_", "", e); printf " %s %.2f", e, (n > 0 ? $1 / n : 0) }' \
+        "$W/dials.$1"), TCP segments $(awk -v a="${DIALS_SEGS:-0}" -v b="${segs:-0}" \
+        -v n="${2:-0}" 'BEGIN { printf "%.2f", (n > 0 ? (b - a) / n : 0) }') (the machine's)"
 }
 bench_h2() { # name: h2load, after a 2 s warm-up run
     local pids c0 c1 out n

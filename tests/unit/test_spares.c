@@ -3,6 +3,7 @@
  * (proxy/origin_spare.c): what an ended one leaves for the next request of the worker, zeroed,
  * with only what may serve again, and nothing kept without the module's state. The worker is
  * built by hand (no threads, no sockets); the exchange's origin is a source that has none.
+ * And libevent's buffer blocks a worker thread keeps (proxy/evmem.c).
  */
 #include <check.h>
 #include <stdio.h>
@@ -11,9 +12,11 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "common/asan.h"
 #include "http/http1.h"
 #include "policy/policy.h"
 #include "proxy/exchange.h"
+#include "proxy/evmem.h"
 #include "proxy/exchange_int.h"
 #include "proxy/listen.h"
 #include "proxy/metrics.h"
@@ -221,6 +224,43 @@ START_TEST(test_no_state)
 }
 END_TEST
 
+/* A chain's block freed by a keeping thread serves the next chain of its size; past the
+ * budget, and once the thread ends keeping, blocks go back to the heap. */
+START_TEST(test_evmem_keeps)
+{
+    struct evbuffer *b, *m[16];
+    size_t one;
+    static const char data[100];
+
+    evmem_install();
+    evmem_thread_begin();
+    b = evbuffer_new();
+    ck_assert_int_eq(evbuffer_add(b, data, sizeof(data)), 0); /* a 1 KiB chain */
+    evbuffer_free(b);
+    one = evmem_kept_bytes();
+    ck_assert_uint_eq(one, VG_ASAN ? 0 : 1024);
+    b = evbuffer_new();
+    ck_assert_int_eq(evbuffer_add(b, data, sizeof(data)), 0); /* the kept block */
+    ck_assert_uint_eq(evmem_kept_bytes(), 0);
+    ck_assert_int_eq(evbuffer_expand(b, 16384), 0); /* a 32 KiB chain beside it */
+    evbuffer_free(b);
+    ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 1024 + 32768);
+    for (int i = 0; i < 16; i++) { /* 16 x 32 KiB at once: two are kept */
+        m[i] = evbuffer_new();
+        ck_assert_int_eq(evbuffer_expand(m[i], 16384), 0);
+    }
+    for (int i = 0; i < 16; i++)
+        evbuffer_free(m[i]);
+    ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 1024 + 64 * 1024);
+    evmem_thread_end();
+    ck_assert_uint_eq(evmem_kept_bytes(), 0);
+    b = evbuffer_new();
+    ck_assert_int_eq(evbuffer_add(b, data, sizeof(data)), 0);
+    evbuffer_free(b);
+    ck_assert_uint_eq(evmem_kept_bytes(), 0); /* no longer keeping */
+}
+END_TEST
+
 Suite *suite_spares(void);
 
 Suite *suite_spares(void)
@@ -232,6 +272,9 @@ Suite *suite_spares(void)
     tcase_add_test(tc, test_exchange_spare);
     tcase_add_test(tc, test_origin_spare);
     tcase_add_test(tc, test_no_state);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("evmem");
+    tcase_add_test(tc, test_evmem_keeps);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -9,7 +9,10 @@
  * - AVX2 is used only when the CPU has it (asked once per form); the code is built with
  *   target("avx2") for that function alone, so the binary runs on any x86-64.
  * - mask_filter_skip() (several forms) never passes a position where ms_can_begin() holds for
- *   one of them: its byte-pair table is filled from ms_can_begin() itself.
+ *   one of them: its byte-pair table is filled from ms_can_begin() itself, and the SIMD
+ *   prefilter (the sets of first and of second bytes of those pairs) only narrows the positions
+ *   that get the exact pair test. It takes 64 positions per step, with AVX-512BW when the CPU
+ *   has it (asked once per filter; mask_filter_narrow() keeps the AVX2 code, for the tests).
  */
 #include "mask/mask_spell_int.h"
 #include "mask/mask_spell.h"
@@ -196,6 +199,7 @@ struct mask_filter {
      * lo[x][c >> 7][c & 15] & hi[x][c >> 7][c >> 4] != 0; high[x]: some byte >= 0x80 is. */
     unsigned char lo[2][2][32], hi[2][2][32];
     bool high[2];
+    bool avx512; /* the CPU has AVX-512BW: mf_skip512 */
 };
 
 /* Adds byte c to shuffle set x. */
@@ -254,7 +258,15 @@ struct mask_filter *mask_filter_new(struct mask_spell *const *s, size_t n)
         if (f->second[c])
             mf_set_add(f, 1, c);
     }
+#if defined(MS_AVX2)
+    f->avx512 = __builtin_cpu_supports("avx512bw");
+#endif
     return f;
+}
+
+void mask_filter_narrow(struct mask_filter *f)
+{
+    f->avx512 = false;
 }
 
 void mask_filter_free(struct mask_filter **fp)
@@ -323,12 +335,53 @@ mf_skip64(const struct mask_filter *f, const unsigned char *p, size_t i, size_t 
     *stop = i;
     return SIZE_MAX;
 }
+
+/* Which of the 64 bytes whose nibbles are lo and hi are in shuffle set x of f (as mf_in): one
+ * vptestmb gives the bits. */
+__attribute__((target("avx512bw"))) static inline uint64_t
+mf_in512(const struct mask_filter *f, unsigned int x, __m512i lo, __m512i hi)
+{
+    uint64_t in = 0;
+
+    for (unsigned int half = 0; half < (f->high[x] ? 2u : 1u); half++) {
+        __m512i lt = _mm512_broadcast_i64x4(
+            _mm256_loadu_si256((const __m256i *)(const void *)f->lo[x][half]));
+        __m512i ht = _mm512_broadcast_i64x4(
+            _mm256_loadu_si256((const __m256i *)(const void *)f->hi[x][half]));
+
+        in |= _mm512_test_epi8_mask(_mm512_shuffle_epi8(lt, lo), _mm512_shuffle_epi8(ht, hi));
+    }
+    return in;
+}
+
+/* mf_skip64 with AVX-512BW: the same test on 64 bytes in one register. */
+__attribute__((target("avx512bw"))) static size_t
+mf_skip512(const struct mask_filter *f, const unsigned char *p, size_t i, size_t n, size_t *stop)
+{
+    const __m512i nib = _mm512_set1_epi8(0x0f);
+
+    for (; i + 65 <= n; i += 64) {
+        __m512i a = _mm512_loadu_si512((const void *)(p + i));
+        __m512i lo = _mm512_and_si512(a, nib), hi = _mm512_and_si512(_mm512_srli_epi16(a, 4), nib);
+        uint64_t bits = mf_in512(f, 0, lo, hi) &
+                        (mf_in512(f, 1, lo, hi) >> 1 | (uint64_t)f->second[p[i + 64]] << 63);
+
+        for (; bits != 0; bits &= bits - 1) {
+            size_t j = i + (size_t)__builtin_ctzll(bits);
+
+            if (mf_pair(f, p[j], p[j + 1]))
+                return j;
+        }
+    }
+    *stop = i;
+    return SIZE_MAX;
+}
 #endif
 
 size_t mask_filter_skip(const struct mask_filter *f, const unsigned char *p, size_t i, size_t n)
 {
 #if defined(MS_AVX2)
-    size_t at = mf_skip64(f, p, i, n, &i);
+    size_t at = f->avx512 ? mf_skip512(f, p, i, n, &i) : mf_skip64(f, p, i, n, &i);
 
     if (at != SIZE_MAX)
         return at;

@@ -592,7 +592,8 @@ START_TEST(test_filter_against_definition)
             for (size_t i = 0; i < flen; i++) {
                 uint64_t r = rng_next(&seed);
 
-                fb[k][i] = (unsigned char)(r % 3 == 0 ? r >> 8 : special[(r >> 8) % npool]);
+                fb[k][i] = (unsigned char)(r % 3 == 0 ? r >> 8
+                                                      : special[(r >> 8) % (sizeof(special) - 1)]);
                 if (r % 3 == 1)
                     fb[k][i] = (unsigned char)(0x20 + (r >> 16) % 0x60);
                 if (npool < sizeof(pool))

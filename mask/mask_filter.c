@@ -9,7 +9,10 @@
  * - AVX2 is used only when the CPU has it (asked once per form); the code is built with
  *   target("avx2") for that function alone, so the binary runs on any x86-64.
  * - mask_filter_skip() (several forms) never passes a position where ms_can_begin() holds for
- *   one of them: its byte-pair table is filled from ms_can_begin() itself.
+ *   one of them: its byte-pair table is filled from ms_can_begin() itself, and the SIMD
+ *   prefilter (the sets of first and of second bytes of those pairs) only narrows the positions
+ *   that get the exact pair test. It takes 64 positions per step, with AVX-512BW when the CPU
+ *   has it (asked once per filter; mask_filter_narrow() keeps the AVX2 code, for the tests).
  */
 #include "mask/mask_spell_int.h"
 #include "mask/mask_spell.h"
@@ -190,11 +193,13 @@ size_t ms_skip(const struct mask_spell *s, const unsigned char *p, size_t i, siz
 struct mask_filter {
     uint64_t pair[65536 / 64]; /* bit (c << 8 | d): a spelling of some form can begin at c, d */
     bool starts[256];          /* ... at c when it is the last byte in view */
+    bool second[256];          /* d is the second byte of some pair */
     /* For the byte shuffles, in both 128-bit lanes: the set of first bytes (set 0, starts[]) and
      * of second bytes (set 1, every d of the pairs). Byte c is in set x when
      * lo[x][c >> 7][c & 15] & hi[x][c >> 7][c >> 4] != 0; high[x]: some byte >= 0x80 is. */
     unsigned char lo[2][2][32], hi[2][2][32];
     bool high[2];
+    bool avx512; /* the CPU has AVX-512BW: mf_skip512 */
 };
 
 /* Adds byte c to shuffle set x. */
@@ -228,7 +233,6 @@ static bool mf_pair(const struct mask_filter *f, unsigned char c, unsigned char 
 struct mask_filter *mask_filter_new(struct mask_spell *const *s, size_t n)
 {
     struct mask_filter *f = calloc(1, sizeof(*f));
-    bool second[256] = {false};
 
     if (f == NULL)
         return NULL;
@@ -243,7 +247,7 @@ struct mask_filter *mask_filter_new(struct mask_spell *const *s, size_t n)
 
                 if (ms_can_begin(s[k], two, 0, 2)) {
                     f->pair[bit >> 6] |= (uint64_t)1 << (bit & 63);
-                    second[d] = true;
+                    f->second[d] = true;
                 }
             }
         }
@@ -251,10 +255,18 @@ struct mask_filter *mask_filter_new(struct mask_spell *const *s, size_t n)
     for (unsigned int c = 0; c < 256; c++) {
         if (f->starts[c])
             mf_set_add(f, 0, c);
-        if (second[c])
+        if (f->second[c])
             mf_set_add(f, 1, c);
     }
+#if defined(MS_AVX2)
+    f->avx512 = __builtin_cpu_supports("avx512bw");
+#endif
     return f;
+}
+
+void mask_filter_narrow(struct mask_filter *f)
+{
+    f->avx512 = false;
 }
 
 void mask_filter_free(struct mask_filter **fp)
@@ -263,12 +275,11 @@ void mask_filter_free(struct mask_filter **fp)
 }
 
 #if defined(MS_AVX2)
-/* Which of the 32 bytes at v are in shuffle set x of f: 0xff lanes. */
-__attribute__((target("avx2"))) static inline __m256i mf_in(const struct mask_filter *f,
-                                                            unsigned int x, __m256i v)
+/* Which of the 32 bytes whose low nibbles are lo and high nibbles hi are in shuffle set x of f:
+ * one bit each. */
+__attribute__((target("avx2"))) static inline uint32_t mf_in(const struct mask_filter *f,
+                                                             unsigned int x, __m256i lo, __m256i hi)
 {
-    const __m256i nib = _mm256_set1_epi8(0x0f);
-    __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
     __m256i in = _mm256_and_si256(
         _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(const void *)f->lo[x][0]), lo),
         _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(const void *)f->hi[x][0]), hi));
@@ -280,26 +291,83 @@ __attribute__((target("avx2"))) static inline __m256i mf_in(const struct mask_fi
                         _mm256_loadu_si256((const __m256i *)(const void *)f->lo[x][1]), lo),
                     _mm256_shuffle_epi8(
                         _mm256_loadu_si256((const __m256i *)(const void *)f->hi[x][1]), hi)));
-    return _mm256_xor_si256(_mm256_cmpeq_epi8(in, _mm256_setzero_si256()), _mm256_set1_epi8(-1));
+    return ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(in, _mm256_setzero_si256()));
 }
 
-/* mask_filter_skip 32 positions at a time: positions whose byte is a first byte and whose next
- * byte a second byte of some pair (two nibble lookups each), then the exact pair test for each
- * of them. As ms_skip32. */
-__attribute__((target("avx2"))) static size_t
-mf_skip32(const struct mask_filter *f, const unsigned char *p, size_t i, size_t n, size_t *stop)
+/* The bytes p[0..64) in shuffle sets 0 and 1 of f: bit j for p[j]. The nibbles are split once
+ * for both sets. */
+__attribute__((target("avx2"))) static inline void
+mf_in64(const struct mask_filter *f, const unsigned char *p, uint64_t *set0, uint64_t *set1)
 {
-    for (; i + 33 <= n; i += 32) {
-        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(p + i));
-        __m256i first = mf_in(f, 0, a), b;
-        unsigned int bits;
+    const __m256i nib = _mm256_set1_epi8(0x0f);
+    __m256i a0 = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    __m256i a1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32));
+    __m256i lo0 = _mm256_and_si256(a0, nib), hi0 = _mm256_and_si256(_mm256_srli_epi16(a0, 4), nib);
+    __m256i lo1 = _mm256_and_si256(a1, nib), hi1 = _mm256_and_si256(_mm256_srli_epi16(a1, 4), nib);
 
-        if (_mm256_testz_si256(first, first))
-            continue;
-        b = _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 1));
-        bits = (unsigned int)_mm256_movemask_epi8(_mm256_and_si256(first, mf_in(f, 1, b)));
+    *set0 = mf_in(f, 0, lo0, hi0) | (uint64_t)mf_in(f, 0, lo1, hi1) << 32;
+    *set1 = mf_in(f, 1, lo0, hi0) | (uint64_t)mf_in(f, 1, lo1, hi1) << 32;
+}
+
+/*
+ * mask_filter_skip 64 positions at a time: the positions whose byte is a first byte and whose
+ * next byte a second byte of some pair (two nibble lookups per set on the same 64 bytes; the
+ * second bytes' bits are shifted by one, the 65th byte looked up in a table), with no branch
+ * until both tests are done; then the exact pair test for each of them. Returns the first
+ * position at or after i that can begin a spelling, or SIZE_MAX with *stop where fewer than 65
+ * bytes remained.
+ */
+__attribute__((target("avx2"))) static size_t
+mf_skip64(const struct mask_filter *f, const unsigned char *p, size_t i, size_t n, size_t *stop)
+{
+    for (; i + 65 <= n; i += 64) {
+        uint64_t first, second, bits;
+
+        mf_in64(f, p + i, &first, &second);
+        bits = first & (second >> 1 | (uint64_t)f->second[p[i + 64]] << 63);
         for (; bits != 0; bits &= bits - 1) {
-            size_t j = i + (size_t)__builtin_ctz(bits);
+            size_t j = i + (size_t)__builtin_ctzll(bits);
+
+            if (mf_pair(f, p[j], p[j + 1]))
+                return j;
+        }
+    }
+    *stop = i;
+    return SIZE_MAX;
+}
+
+/* Which of the 64 bytes whose nibbles are lo and hi are in shuffle set x of f (as mf_in): one
+ * vptestmb gives the bits. */
+__attribute__((target("avx512bw"))) static inline uint64_t
+mf_in512(const struct mask_filter *f, unsigned int x, __m512i lo, __m512i hi)
+{
+    uint64_t in = 0;
+
+    for (unsigned int half = 0; half < (f->high[x] ? 2u : 1u); half++) {
+        __m512i lt = _mm512_broadcast_i64x4(
+            _mm256_loadu_si256((const __m256i *)(const void *)f->lo[x][half]));
+        __m512i ht = _mm512_broadcast_i64x4(
+            _mm256_loadu_si256((const __m256i *)(const void *)f->hi[x][half]));
+
+        in |= _mm512_test_epi8_mask(_mm512_shuffle_epi8(lt, lo), _mm512_shuffle_epi8(ht, hi));
+    }
+    return in;
+}
+
+/* mf_skip64 with AVX-512BW: the same test on 64 bytes in one register. */
+__attribute__((target("avx512bw"))) static size_t
+mf_skip512(const struct mask_filter *f, const unsigned char *p, size_t i, size_t n, size_t *stop)
+{
+    const __m512i nib = _mm512_set1_epi8(0x0f);
+
+    for (; i + 65 <= n; i += 64) {
+        __m512i a = _mm512_loadu_si512((const void *)(p + i));
+        __m512i lo = _mm512_and_si512(a, nib), hi = _mm512_and_si512(_mm512_srli_epi16(a, 4), nib);
+        uint64_t bits = mf_in512(f, 0, lo, hi) &
+                        (mf_in512(f, 1, lo, hi) >> 1 | (uint64_t)f->second[p[i + 64]] << 63);
+
+        for (; bits != 0; bits &= bits - 1) {
+            size_t j = i + (size_t)__builtin_ctzll(bits);
 
             if (mf_pair(f, p[j], p[j + 1]))
                 return j;
@@ -313,7 +381,7 @@ mf_skip32(const struct mask_filter *f, const unsigned char *p, size_t i, size_t 
 size_t mask_filter_skip(const struct mask_filter *f, const unsigned char *p, size_t i, size_t n)
 {
 #if defined(MS_AVX2)
-    size_t at = mf_skip32(f, p, i, n, &i);
+    size_t at = f->avx512 ? mf_skip512(f, p, i, n, &i) : mf_skip64(f, p, i, n, &i);
 
     if (at != SIZE_MAX)
         return at;

@@ -84,6 +84,9 @@ bool mask_filter_usable(void);
 struct mask_filter *mask_filter_new(struct mask_spell *const *s, size_t n);
 void mask_filter_free(struct mask_filter **fp);
 
+/* Makes f use its AVX2 code even on a CPU with AVX-512BW (for the tests and mask_bench). */
+void mask_filter_narrow(struct mask_filter *f);
+
 /* Index of the first position at or after i where a spelling of one of the forms can begin
  * (the last position judged by its byte alone), or n. */
 size_t mask_filter_skip(const struct mask_filter *f, const unsigned char *p, size_t i, size_t n);

@@ -18,6 +18,7 @@
 
 #include "common/caps.h"
 #include "mask/mask.h"
+#include "mask/mask_spell.h"
 #include "tests/unit/guard.h"
 
 struct mcase {
@@ -551,6 +552,76 @@ START_TEST(test_random_binary_planted)
         run_stream(m, in, len, want, len, &seed, maxlen);
         run_stream(m, in, len, want, 0, &seed, maxlen);
         mask_free(&m);
+    }
+}
+END_TEST
+
+/* One byte for the filter test: mostly bytes that begin or continue a spelling ('%', '\\', '+',
+ * ' ', hex digits, 'u', bytes of the forms), sometimes any byte. */
+static unsigned char filter_byte(uint64_t *seed, const unsigned char *pool, size_t npool)
+{
+    uint64_t r = rng_next(seed);
+
+    if (r % 4 == 0)
+        return (unsigned char)(r >> 8);
+    return pool[(r >> 8) % npool];
+}
+
+/* The several-forms filter (mask_filter_skip, AVX2) against its definition: from any start it
+ * returns the first position where mask_spell_can_begin() holds for one of the forms (the last
+ * byte judged alone), or n; on random forms and bodies of every length around its 64-byte
+ * blocks, with bytes of the whole range; runs 1 and 3 with the AVX2 code. */
+START_TEST(test_filter_against_definition)
+{
+    static const unsigned char special[] = "%\\+ /\"u0123456789abcdefABCDEF";
+    uint64_t seed = 0xf17e5u + (uint64_t)_i;
+    unsigned char fb[8][12], pool[128], in[700];
+
+    if (!mask_filter_usable())
+        return;
+    for (int round = 0; round < 300; round++) {
+        struct mask_spell *sp[8];
+        size_t nf = 1 + rng_next(&seed) % 8, npool = sizeof(special) - 1;
+        size_t len = rng_next(&seed) % sizeof(in);
+        struct mask_filter *f;
+
+        memcpy(pool, special, npool);
+        for (size_t k = 0; k < nf; k++) {
+            size_t flen = 1 + rng_next(&seed) % sizeof(fb[k]);
+
+            for (size_t i = 0; i < flen; i++) {
+                uint64_t r = rng_next(&seed);
+
+                fb[k][i] = (unsigned char)(r % 3 == 0 ? r >> 8
+                                                      : special[(r >> 8) % (sizeof(special) - 1)]);
+                if (r % 3 == 1)
+                    fb[k][i] = (unsigned char)(0x20 + (r >> 16) % 0x60);
+                if (npool < sizeof(pool))
+                    pool[npool++] = fb[k][i];
+            }
+            sp[k] = mask_spell_new(fb[k], flen);
+            ck_assert_ptr_nonnull(sp[k]);
+        }
+        f = mask_filter_new(sp, nf);
+        ck_assert_ptr_nonnull(f);
+        if (_i % 2 == 1)
+            mask_filter_narrow(f); /* the AVX2 code where the CPU has AVX-512BW */
+        for (size_t i = 0; i < len; i++)
+            in[i] = filter_byte(&seed, pool, round % 2 == 0 ? npool : 1 + rng_next(&seed) % npool);
+        for (size_t from = rng_next(&seed) % 70; from <= len;) {
+            size_t want = from, got = mask_filter_skip(f, in, from, len);
+
+            for (bool hit = false; want < len && !hit; want += hit ? 0 : 1) {
+                for (size_t k = 0; k < nf && !hit; k++)
+                    hit = mask_spell_can_begin(sp[k], in, want, len);
+            }
+            ck_assert_msg(got == want, "round %d: from %zu of %zu: %zu, want %zu", round, from, len,
+                          got, want);
+            from = got + 1 + (rng_next(&seed) % 8 == 0 ? rng_next(&seed) % 80 : 0);
+        }
+        mask_filter_free(&f);
+        for (size_t k = 0; k < nf; k++)
+            mask_spell_free(&sp[k]);
     }
 }
 END_TEST
@@ -1364,6 +1435,7 @@ Suite *suite_mask(void)
     tcase_add_test(tc, test_periodic_backslashes);
     tcase_add_loop_test(tc, test_random_against_reference, 0, 8);
     tcase_add_loop_test(tc, test_random_binary_planted, 0, 4);
+    tcase_add_loop_test(tc, test_filter_against_definition, 0, 4);
     tcase_add_test(tc, test_new_limits);
     tcase_add_test(tc, test_many_forms);
     tcase_add_test(tc, test_head);

@@ -48,6 +48,9 @@
 #        after the handshake only, no request) MEM_HOOK='cmd' (run while the idle connections are
 #        held, with $MAIN_PID set) VG_THREADS=1 NGX_WORKERS=1 HAP_THREADS=1 (2 each, with
 #        PROXY_CPU=0,1 LOAD_CPU=0,1 LOAD_NICE=10 WRK_THREADS=2, for the two-core run)
+#        INTERLEAVE=1 (each test on every proxy in turn, each proxy freshly started for it,
+#        instead of every test on one proxy before the next: a test's ratios then compare runs
+#        minutes apart, not a whole proxy's series apart, on a machine whose speed drifts)
 # nginx (nginx-light), wrk, haproxy, mitmproxy and h2load (nghttp2-client) are installed with
 # apt-get when missing; without haproxy, mitmproxy or h2load that column or row is skipped.
 set -euo pipefail
@@ -336,33 +339,50 @@ bench_rs() { # name
     echo "$1 resumed handshakes: $HS_LINE; proxy CPU ${CPU}s"
 }
 
-for name in "${ACTIVE[@]}"; do
+# proxy_up NAME: starts the proxy freshly and waits until it serves (1: it did not, skipped)
+proxy_up() {
     PORT=$(free_port)
-    "start_$name"
+    "start_$1"
     PIDS+=($MAIN_PID)
     for _ in $(seq ${START_TRIES:-150}); do
         get | grep ok >/dev/null && break
         sleep 0.2
     done
     if ! get | grep ok >/dev/null; then
-        echo "$name not serving; skipped"
+        echo "$1 not serving; skipped"
         kill "$MAIN_PID" 2>/dev/null || true
-        continue
+        return 1
     fi
     for i in 1 2 3 4 5; do get >/dev/null; done
-    [[ " $TESTS " == *" mem "* ]] && bench_mem "$name"
-    [[ " $TESTS " == *" ka "* ]] && bench_ka "$name"
-    [[ " $TESTS " == *" hs "* ]] && bench_hs "$name"
-    [[ " $TESTS " == *" rs "* ]] && bench_rs "$name"
-    [[ " $TESTS " == *" bulk "* ]] && bench_bulk "$name"
-    [[ " $TESTS " == *" h2 "* ]] && bench_h2 "$name"
-    [[ " $TESTS " == *" calls "* ]] && bench_calls "$name"
-    [[ " $TESTS " == *" hscalls "* ]] && bench_hscalls "$name"
-    vg_col "$name" && grep -q '"level":"error"' "$W/vg.stderr" &&
+}
+proxy_down() { # NAME
+    vg_col "$1" && grep -q '"level":"error"' "$W/vg.stderr" &&
         { echo "vaultgate logged errors:"; grep '"level":"error"' "$W/vg.stderr" | head -5; }
     kill "$MAIN_PID" 2>/dev/null || true
     wait "$MAIN_PID" 2>/dev/null || true
+}
+ORDERED=()
+for t in mem ka hs rs bulk h2 calls hscalls; do
+    [[ " $TESTS " == *" $t "* ]] && ORDERED+=("$t")
 done
+
+if [ "${INTERLEAVE:-0}" = 1 ]; then
+    # each test on every proxy in turn, each proxy freshly started for it: the ratios of a test
+    # compare runs minutes apart at most, not a whole proxy's series apart
+    for t in "${ORDERED[@]}"; do
+        for name in "${ACTIVE[@]}"; do
+            proxy_up "$name" || continue
+            "bench_$t" "$name"
+            proxy_down "$name"
+        done
+    done
+else
+    for name in "${ACTIVE[@]}"; do
+        proxy_up "$name" || continue
+        for t in "${ORDERED[@]}"; do "bench_$t" "$name"; done
+        proxy_down "$name"
+    done
+fi
 
 echo
 table_head

@@ -71,14 +71,38 @@ void h1_set_state(struct h1conn *c, enum h1_state s)
     c->state = s;
 }
 
-static void timer_cb(evutil_socket_t fd, short what, void *arg);
+/*
+ * The connection's one timer is an entry in one of its worker's deadline queues (dlq.h), one
+ * queue per duration h1conn waits: the record-buffer release (H1_BUF_KEEP_MS), the rest of the
+ * idle and head timeouts after it, the head timeout, the flush, linger and peek waits. They are
+ * made at the worker's start (h1_timers_init) from the run's timeouts, so arming never
+ * allocates and never fails for want of a queue.
+ */
+static void h1_timer_cb(struct dlq_entry *e);
+
+/* The worker's queue for waits of ms; made at the worker's start (h1_timers_init). */
+static struct dlq *h1_queue(struct worker *w, int64_t ms)
+{
+    void **st = worker_module_state(w, &h1timer_worker_module);
+    struct dlq *q = st != NULL && *st != NULL ? dlq_set_get(*st, ms) : NULL;
+
+    /* Every duration armed below is made by h1_timers_init: a miss is a bug in this file. */
+    if (q == NULL)
+        abort();
+    return q;
+}
+
+/* A queue's timer is a pre-made event: adding it fails only on a broken event base, which
+ * nothing here could mend (as with the struct event each connection had before). */
+static void h1_wait(struct h1conn *c, int64_t ms)
+{
+    (void)dlq_add(h1_queue(c->cc.w, ms), &c->timer);
+}
 
 void h1_arm(struct h1conn *c, int seconds)
 {
-    struct timeval tv = {seconds, 0};
-
     c->buf_timer = false;
-    evtimer_add(&c->timer, &tv);
+    h1_wait(c, (int64_t)seconds * 1000);
 }
 
 /*
@@ -88,11 +112,9 @@ void h1_arm(struct h1conn *c, int seconds)
  */
 void h1_arm_idle(struct h1conn *c, int seconds)
 {
-    struct timeval tv = {0, H1_BUF_KEEP_MS * 1000};
-
-    evtimer_add(&c->timer, &tv);
     c->buf_timer = true;
     c->idle_rest = seconds;
+    h1_wait(c, H1_BUF_KEEP_MS);
 }
 
 /* With a request in its exchange the timer only releases the buffers, after H1_BUF_KEEP_MS
@@ -100,26 +122,56 @@ void h1_arm_idle(struct h1conn *c, int seconds)
  * timeouts. */
 void h1_arm_buffers(struct h1conn *c)
 {
-    struct timeval tv = {0, H1_BUF_KEEP_MS * 1000};
-
-    evtimer_add(&c->timer, &tv);
     c->buf_timer = true;
     c->idle_rest = 0;
+    h1_wait(c, H1_BUF_KEEP_MS);
 }
 
 /* The record buffers go (kept while they hold part of a record); an idle connection's timer
  * then waits for the rest of its timeout. */
 static void h1_release_buffers(struct h1conn *c)
 {
-    struct timeval tv = {c->idle_rest > 0 ? c->idle_rest - 1 : 0,
-                         c->idle_rest > 0 ? 1000000 - H1_BUF_KEEP_MS * 1000 : 0};
-
     if (c->io != NULL)
         cio_free_buffers(c->io);
     c->buf_timer = false;
-    if (c->state == H1_S_IDLE)
-        evtimer_add(&c->timer, &tv);
+    if (c->state != H1_S_IDLE)
+        return;
+    if (c->idle_rest > 0)
+        h1_wait(c, (int64_t)c->idle_rest * 1000 - H1_BUF_KEEP_MS);
+    else
+        h1_close(c, "idle_timeout"); /* no wait was left after the release */
 }
+
+static int h1_timers_init(struct worker *w, char *err, size_t errlen)
+{
+    void **st = worker_module_state(w, &h1timer_worker_module);
+    const int64_t head = (int64_t)H1_T_W(w, VG_T_HEAD) * 1000;
+    const int64_t ms[] = {H1_BUF_KEEP_MS,
+                          (int64_t)H1_T_W(w, VG_T_IDLE) * 1000 - H1_BUF_KEEP_MS,
+                          head - H1_BUF_KEEP_MS,
+                          head,
+                          (int64_t)H1_T_FLUSH * 1000,
+                          (int64_t)H1_T_LINGER * 1000,
+                          (int64_t)H1_T_PEEK * 1000};
+
+    *st = dlq_set_new(w->base, ms, sizeof(ms) / sizeof(ms[0]), h1_timer_cb);
+    if (*st == NULL) {
+        snprintf(err, errlen, "out of memory for the connection timers");
+        return -1;
+    }
+    return 0;
+}
+
+static void h1_timers_free(struct worker *w)
+{
+    void **st = worker_module_state(w, &h1timer_worker_module);
+
+    if (st != NULL)
+        dlq_set_free((struct dlq_set **)st);
+}
+
+const struct worker_module h1timer_worker_module = {
+    .name = "h1timer", .init = h1_timers_init, .free = h1_timers_free};
 
 void h1_enter(struct h1conn *c)
 {
@@ -285,7 +337,7 @@ static void h1_free(struct h1conn *c)
     http1_parser_free(&c->parser);
     if (c->stage != NULL)
         evbuffer_free(c->stage);
-    evtimer_del(&c->timer);
+    dlq_del(&c->timer);
     if (c->resume != NULL)
         event_free(c->resume);
     exch_conn_release(&c->cc);
@@ -302,7 +354,7 @@ void h1_close(struct h1conn *c, const char *reason)
         return;
     h1_log(c, LOG_DEBUG, "conn_close", reason, NULL);
     h1_set_state(c, H1_S_CLOSED);
-    evtimer_del(&c->timer);
+    dlq_del(&c->timer);
     if (c->resume != NULL)
         event_del(c->resume);
     exchange_free(&c->x);
@@ -319,7 +371,7 @@ void h1_handover(struct h1conn *c)
 {
     c->io = NULL;
     h1_set_state(c, H1_S_CLOSED);
-    evtimer_del(&c->timer);
+    dlq_del(&c->timer);
     if (c->resume != NULL)
         event_del(c->resume);
     if (defer_free(&c->defer))
@@ -502,7 +554,7 @@ static void h1_upgrade(struct h1conn *c)
         h1_close(c, "upgrade");
         return;
     }
-    evtimer_del(&c->timer);
+    dlq_del(&c->timer);
     /* the tunnel reads and writes through a bufferevent, the client's bytes read so far in it */
     client = cio_to_bufferevent(&c->io);
     if (client == NULL) {
@@ -782,9 +834,9 @@ static void client_event_cb(struct cio *io, short what, void *arg)
     h1_leave(c);
 }
 
-static void timer_cb(evutil_socket_t fd, short what, void *arg)
+static void h1_timer_cb(struct dlq_entry *e)
 {
-    struct h1conn *c = arg;
+    struct h1conn *c = (struct h1conn *)(void *)((char *)e - offsetof(struct h1conn, timer));
 
     h1_enter(c);
     switch (c->state) {
@@ -833,7 +885,7 @@ int h1conn_start(struct worker_link *from, struct exch_conn *cc, struct cio *io,
 {
     struct h1conn *c = calloc(1, sizeof(*c));
 
-    if (c == NULL || evtimer_assign(&c->timer, cc->w->base, timer_cb, c) != 0) {
+    if (c == NULL) {
         cio_free(&io);
         free(c);
         return -1;

@@ -46,4 +46,8 @@ int h1conn_start(struct worker_link *from, struct exch_conn *cc, struct cio *io,
  * freed at the worker's end. */
 extern const struct worker_module h1conn_worker_module;
 
+/* The connections' timers: the worker's deadline queues (dlq.h), one per duration its HTTP/1.1
+ * connections wait, made at the worker's start from the run's timeouts. */
+extern const struct worker_module h1timer_worker_module;
+
 #endif

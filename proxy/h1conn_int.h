@@ -8,11 +8,10 @@
 #include <stdbool.h>
 #include <time.h>
 
-#include <event2/event_struct.h>
-
 #include "audit/log.h"
 #include "common/defer.h"
 #include "proxy/cio.h"
+#include "proxy/dlq.h"
 #include "proxy/exchange.h"
 #include "proxy/h1conn.h"
 #include "http/http1.h"
@@ -20,10 +19,11 @@
 
 /* Timeouts of SPEC §4 the transport keeps, in seconds: the operator's (--timeout) by name, and
  * the transport's own. */
-#define H1_T(c, k)  vg_timeout(&(c)->cc.w->sh->timeouts, (k))
-#define H1_T_FLUSH  10
-#define H1_T_LINGER 2
-#define H1_T_PEEK   10 /* a tunnelled CONNECT's ClientHello must arrive this soon */
+#define H1_T(c, k)   vg_timeout(&(c)->cc.w->sh->timeouts, (k))
+#define H1_T_W(w, k) vg_timeout(&(w)->sh->timeouts, (k))
+#define H1_T_FLUSH   10
+#define H1_T_LINGER  2
+#define H1_T_PEEK    10 /* a tunnelled CONNECT's ClientHello must arrive this soon */
 /* An idle connection keeps its TLS record buffers this long (ms), for the next request. */
 #define H1_BUF_KEEP_MS 100
 
@@ -63,7 +63,7 @@ struct h1conn {
     struct http1_msg *req;      /* the parser's, between on_head and the next reset */
     struct exchange *x;         /* the request in flight */
     struct upstream_req *upreq; /* a tunnelled CONNECT's upstream on its way */
-    struct event timer;         /* the connection's one timer (h1_arm*), embedded */
+    struct dlq_entry timer;     /* the connection's one timer (h1_arm*): the worker's queues */
     struct event *resume;       /* runs the input handler from the loop (buffered input waits) */
     struct timespec t_req;      /* first byte of the current request */
     int req_minor;              /* the client's HTTP/1.x minor version */

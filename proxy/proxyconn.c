@@ -74,7 +74,7 @@ static void proxy_up_ready(void *arg, struct bufferevent *bev, enum upstream_err
     ti.host = c->cc.host;
     ti.route_tunnel = (how & UPSTREAM_VIA_TUNNEL) != 0;
     ti.t_start = c->t_req;
-    evtimer_del(&c->timer);
+    dlq_del(&c->timer);
     /* the tunnel's from here, as a bufferevent; the ClientHello and whatever followed it (in
      * its input) go first */
     client = cio_to_bufferevent(&c->io);

@@ -51,6 +51,9 @@
 #        INTERLEAVE=1 (each test on every proxy in turn, each proxy freshly started for it,
 #        instead of every test on one proxy before the next: a test's ratios then compare runs
 #        minutes apart, not a whole proxy's series apart, on a machine whose speed drifts)
+#        ROUNDS=N (interleaved, N rounds, the proxies' order turned by one each round: the table
+#        shows each figure's median over the rounds, and the ratios of each round are listed
+#        after it, with their median and spread)
 # nginx (nginx-light), wrk, haproxy, mitmproxy and h2load (nghttp2-client) are installed with
 # apt-get when missing; without haproxy, mitmproxy or h2load that column or row is skipped.
 set -euo pipefail
@@ -366,16 +369,72 @@ for t in mem ka hs rs bulk h2 calls hscalls; do
     [[ " $TESTS " == *" $t "* ]] && ORDERED+=("$t")
 done
 
-if [ "${INTERLEAVE:-0}" = 1 ]; then
-    # each test on every proxy in turn, each proxy freshly started for it: the ratios of a test
-    # compare runs minutes apart at most, not a whole proxy's series apart
-    for t in "${ORDERED[@]}"; do
-        for name in "${ACTIVE[@]}"; do
-            proxy_up "$name" || continue
-            "bench_$t" "$name"
-            proxy_down "$name"
+ROUNDS=${ROUNDS:-1}
+declare -A HIST
+RATE_ROWS="RPS_CPU:keep-alive CPS_CPU:full-handshakes RCPS_CPU:resumed-handshakes BULK_CPU:bulk H2_CPU:h2 MEM:idle-KiB"
+# After a round: each figure goes into HIST ("array:proxy" -> " v1 v2 ...") and out of its array,
+# so that a test skipped in a later round shows no figure of an earlier one.
+round_done() {
+    local m p
+    for m in RPS RPS_CPU CPS CPS_CPU RCPS RCPS_CPU BULK BULK_CPU H2 H2_CPU MEM; do
+        declare -n fig=$m
+        for p in "${ACTIVE[@]}"; do
+            [ -n "${fig[$p]:-}" ] && HIST[$m:$p]+=" ${fig[$p]}"
+            unset "fig[$p]"
         done
     done
+}
+median() { # numbers on stdin, one a line
+    sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit
+        if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+# The medians back into the arrays (for the table), and each round's ratios of every
+# vaultgate column to every other proxy, per proxy CPU-second (and idle memory).
+rounds_report() {
+    local m p v row label a b
+    for m in RPS RPS_CPU CPS CPS_CPU RCPS RCPS_CPU BULK BULK_CPU H2 H2_CPU MEM; do
+        declare -n fig=$m
+        for p in "${ACTIVE[@]}"; do
+            [ -n "${HIST[$m:$p]:-}" ] && fig[$p]=$(tr ' ' '\n' <<<"${HIST[$m:$p]}" | grep . | median)
+        done
+    done
+    echo
+    echo "ratios of each of the $ROUNDS rounds (median; lowest-highest):"
+    for row in $RATE_ROWS; do
+        m=${row%%:*} label=${row#*:}
+        for v in "${ACTIVE[@]}"; do
+            vg_col "$v" || continue
+            for p in "${ACTIVE[@]}"; do
+                vg_col "$p" && continue
+                [ -n "${HIST[$m:$v]:-}" ] && [ -n "${HIST[$m:$p]:-}" ] || continue
+                paste -d' ' <(tr ' ' '\n' <<<"${HIST[$m:$v]}" | grep .) \
+                    <(tr ' ' '\n' <<<"${HIST[$m:$p]}" | grep .) |
+                    awk '$2 > 0 { printf "%.2f\n", $1 / $2 }' >"$W/ratios"
+                printf '%-20s %-10s/ %-8s %s  (%s; %s-%s)\n' "$label" "$v" "$p" \
+                    "$(xargs <"$W/ratios")" "$(median <"$W/ratios")" \
+                    "$(sort -g "$W/ratios" | head -1)" "$(sort -g "$W/ratios" | tail -1)"
+            done
+        done
+    done
+}
+
+if [ "${INTERLEAVE:-0}" = 1 ] || [ "$ROUNDS" -gt 1 ]; then
+    # each test on every proxy in turn, each proxy freshly started for it: the ratios of a test
+    # compare runs minutes apart at most, not a whole proxy's series apart
+    for r in $(seq "$ROUNDS"); do
+        k=$(((r - 1) % ${#ACTIVE[@]}))
+        TURN=("${ACTIVE[@]:k}" "${ACTIVE[@]:0:k}")
+        if [ "$ROUNDS" -gt 1 ]; then echo "-- round $r of $ROUNDS: ${TURN[*]}"; fi
+        for t in "${ORDERED[@]}"; do
+            for name in "${TURN[@]}"; do
+                proxy_up "$name" || continue
+                "bench_$t" "$name"
+                proxy_down "$name"
+            done
+        done
+        if [ "$ROUNDS" -gt 1 ]; then round_done; fi
+    done
+    if [ "$ROUNDS" -gt 1 ]; then rounds_report; fi
 else
     for name in "${ACTIVE[@]}"; do
         proxy_up "$name" || continue

@@ -6,11 +6,13 @@
  * And libevent's buffer blocks a worker thread keeps (proxy/evmem.c).
  */
 #include <check.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <openssl/crypto.h>
 
 #include "common/asan.h"
 #include "http/http1.h"
@@ -228,7 +230,7 @@ END_TEST
  * budget, and once the thread ends keeping, blocks go back to the heap. */
 START_TEST(test_evmem_keeps)
 {
-    struct evbuffer *b, *m[16];
+    struct evbuffer *b, *m[100];
     size_t one;
     static const char data[100];
 
@@ -245,18 +247,71 @@ START_TEST(test_evmem_keeps)
     ck_assert_int_eq(evbuffer_expand(b, 16384), 0); /* a 32 KiB chain beside it */
     evbuffer_free(b);
     ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 1024 + 32768);
-    for (int i = 0; i < 16; i++) { /* 16 x 32 KiB at once: two are kept */
+    for (int i = 0; i < 40; i++) { /* 40 x 32 KiB at once: 32 are kept */
         m[i] = evbuffer_new();
         ck_assert_int_eq(evbuffer_expand(m[i], 16384), 0);
     }
-    for (int i = 0; i < 16; i++)
+    for (int i = 0; i < 40; i++)
         evbuffer_free(m[i]);
-    ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 1024 + 64 * 1024);
+    ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 1024 + 32 * 32768);
+    for (int i = 0; i < 100; i++) { /* 100 x 1 KiB: 64 KiB of them are kept */
+        m[i] = evbuffer_new();
+        ck_assert_int_eq(evbuffer_add(m[i], data, sizeof(data)), 0);
+    }
+    for (int i = 0; i < 100; i++)
+        evbuffer_free(m[i]);
+    ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 64 * 1024 + 32 * 32768);
     evmem_thread_end();
     ck_assert_uint_eq(evmem_kept_bytes(), 0);
     b = evbuffer_new();
     ck_assert_int_eq(evbuffer_add(b, data, sizeof(data)), 0);
     evbuffer_free(b);
+    ck_assert_uint_eq(evmem_kept_bytes(), 0); /* no longer keeping */
+}
+END_TEST
+
+/* OpenSSL's small blocks (its record writer's 40 bytes): a freed one is wiped and serves the next
+ * of its usable size, never a larger request; at most 64 per size are kept; a thread that ends
+ * keeping frees them. The runner installs the allocator first thing, as vaultgate's main. */
+START_TEST(test_evmem_ssl_keeps)
+{
+    unsigned char *p, *q, *m[100];
+    bool wiped = true;
+
+    evmem_thread_begin();
+    p = OPENSSL_malloc(40);
+    ck_assert_ptr_nonnull(p);
+    memset(p, 0xA5, 40);
+    OPENSSL_free(p);
+    ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 40);
+    if (!VG_ASAN) {
+        for (size_t i = sizeof(void *); i < 40; i++) /* the first bytes link the kept blocks */
+            wiped = wiped && p[i] == 0;
+        ck_assert(wiped);
+    }
+    q = OPENSSL_malloc(80); /* beyond the small sizes: from the heap */
+    ck_assert_ptr_nonnull(q);
+    ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 40);
+    OPENSSL_free(q);
+    ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 40);
+    q = OPENSSL_zalloc(33); /* the kept block's size serves it, zeroed */
+    ck_assert_ptr_nonnull(q);
+    if (!VG_ASAN)
+        ck_assert_ptr_eq(q, p);
+    for (int i = 0; i < 33; i++)
+        ck_assert_uint_eq(q[i], 0);
+    ck_assert_uint_eq(evmem_kept_bytes(), 0);
+    OPENSSL_free(q);
+    for (int i = 0; i < 100; i++)
+        ck_assert_ptr_nonnull(m[i] = OPENSSL_malloc(40));
+    for (int i = 0; i < 100; i++)
+        OPENSSL_free(m[i]);
+    ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 64 * 40);
+    evmem_thread_end();
+    ck_assert_uint_eq(evmem_kept_bytes(), 0);
+    p = OPENSSL_malloc(40);
+    ck_assert_ptr_nonnull(p);
+    OPENSSL_free(p);
     ck_assert_uint_eq(evmem_kept_bytes(), 0); /* no longer keeping */
 }
 END_TEST
@@ -275,6 +330,7 @@ Suite *suite_spares(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("evmem");
     tcase_add_test(tc, test_evmem_keeps);
+    tcase_add_test(tc, test_evmem_ssl_keeps);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -15,7 +15,9 @@
 #include <openssl/crypto.h>
 
 #include "common/asan.h"
+#include "common/caps.h"
 #include "http/http1.h"
+#include "mask/mask.h"
 #include "policy/policy.h"
 #include "proxy/exchange.h"
 #include "proxy/evmem.h"
@@ -226,6 +228,53 @@ START_TEST(test_no_state)
 }
 END_TEST
 
+/* The worker's maskers: a given one serves the next take of its rule and snapshot; at most
+ * VG_WORKER_MASKS are kept, and at most VG_WORKER_MASK_BYTES of them (a long secret's maskers
+ * fill that with a few); the module's free hook frees them. */
+START_TEST(test_mask_cache_bounds)
+{
+    static const unsigned char key[] = "sk-test-0123456789abcdef";
+    static unsigned char longkey[8192];
+    struct inject_form small = {key, sizeof(key) - 1, 0}, big = {longkey, sizeof(longkey), 0};
+    static struct mask *m[VG_WORKER_MASKS + 1];
+    struct exch_masks *c;
+    struct mask *again;
+    size_t kept_big = 0;
+
+    ck_assert_int_eq(worker_module_add(&sh, &exchange_masks_module), 0);
+    w.policy_gen = 1;
+    for (size_t i = 0; i <= VG_WORKER_MASKS; i++)
+        ck_assert_ptr_nonnull(m[i] = exch_mask_take(&w, 0, 1, &small, 1));
+    for (size_t i = 0; i <= VG_WORKER_MASKS; i++) {
+        exch_mask_give(&w, &m[i], 0, 1);
+        ck_assert_ptr_null(m[i]);
+    }
+    c = *worker_module_state(&w, &exchange_masks_module);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_uint_eq(c->n, VG_WORKER_MASKS); /* one past the count was freed */
+    ck_assert_uint_le(c->bytes, VG_WORKER_MASK_BYTES);
+    again = exch_mask_take(&w, 0, 1, &small, 1);
+    ck_assert_ptr_nonnull(again);
+    ck_assert_uint_eq(c->n, VG_WORKER_MASKS - 1); /* taken from the cache */
+    exch_mask_give(&w, &again, 0, 1);
+    exchange_worker_masks(&w, true); /* empty again */
+    memset(longkey, 'k', sizeof(longkey));
+    for (size_t i = 0; i < 64; i++)
+        ck_assert_ptr_nonnull(m[i] = exch_mask_take(&w, 1, 1, &big, 1));
+    ck_assert_uint_gt(mask_mem(m[0]), VG_WORKER_MASK_BYTES / 64); /* 64 would not fit */
+    for (size_t i = 0; i < 64; i++)
+        exch_mask_give(&w, &m[i], 1, 1);
+    c = *worker_module_state(&w, &exchange_masks_module);
+    ck_assert_uint_le(c->bytes, VG_WORKER_MASK_BYTES);
+    for (size_t i = 0; i < c->n; i++)
+        kept_big += c->e[i].rule == 1;
+    ck_assert_uint_gt(kept_big, 0);
+    ck_assert_uint_lt(kept_big, 64);
+    exchange_masks_module.free(&w);
+    ck_assert_ptr_null(*worker_module_state(&w, &exchange_masks_module));
+}
+END_TEST
+
 /* A chain's block freed by a keeping thread serves the next chain of its size; past the
  * budget, and once the thread ends keeping, blocks go back to the heap. */
 START_TEST(test_evmem_keeps)
@@ -327,6 +376,7 @@ Suite *suite_spares(void)
     tcase_add_test(tc, test_exchange_spare);
     tcase_add_test(tc, test_origin_spare);
     tcase_add_test(tc, test_no_state);
+    tcase_add_test(tc, test_mask_cache_bounds);
     suite_add_tcase(s, tc);
     tc = tcase_create("evmem");
     tcase_add_test(tc, test_evmem_keeps);

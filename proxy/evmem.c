@@ -37,11 +37,12 @@
 #include <event2/event.h>
 #include <openssl/crypto.h>
 
-#define EVMEM_MIN_SHIFT    10 /* 1 KiB: libevent's smallest chain block */
-#define EVMEM_MAX_SHIFT    15 /* 32 KiB: a 16 KiB read's chain */
-#define EVMEM_CLASSES      (EVMEM_MAX_SHIFT - EVMEM_MIN_SHIFT + 1)
-#define EVMEM_CLASS_KEPT   (64 * 1024) /* per class: a burst of small chains keeps no read's */
-#define EVMEM_CLASS_BLOCKS 32 /* per class at least: a turn's upstream reads, 1 MiB of 32 KiB */
+#define EVMEM_MIN_SHIFT 10 /* 1 KiB: libevent's smallest chain block */
+#define EVMEM_MAX_SHIFT 15 /* 32 KiB: a 16 KiB read's chain */
+#define EVMEM_CLASSES   (EVMEM_MAX_SHIFT - EVMEM_MIN_SHIFT + 1)
+/* per class: 32 of the 32 KiB blocks a turn's upstream reads hold, 1024 of the 1 KiB chains a
+ * thousand HTTP/2 streams' masked output holds */
+#define EVMEM_CLASS_KEPT (1024 * 1024)
 
 /* OpenSSL's small blocks, kept per usable size: glibc's 24, 40, 56 and 72 bytes (a block of
  * another usable size goes back to the heap, so any allocator is served correctly) */
@@ -92,14 +93,6 @@ static int class_of_block(size_t u)
     return c;
 }
 
-/* The bytes class c may keep: EVMEM_CLASS_KEPT, or EVMEM_CLASS_BLOCKS blocks when more. */
-static size_t class_kept(int c)
-{
-    size_t blocks = (size_t)EVMEM_CLASS_BLOCKS << (EVMEM_MIN_SHIFT + c);
-
-    return blocks > EVMEM_CLASS_KEPT ? blocks : EVMEM_CLASS_KEPT;
-}
-
 static void *evmem_malloc(size_t n)
 {
     int c = kept.on ? class_of_request(n) : -1;
@@ -125,7 +118,7 @@ static void evmem_free(void *p)
         return;
     c = kept.on ? class_of_block(malloc_usable_size(p)) : -1;
     sz = c < 0 ? 0 : (size_t)1 << (EVMEM_MIN_SHIFT + c);
-    if (c < 0 || kept.cbytes[c] + sz > class_kept(c)) {
+    if (c < 0 || kept.cbytes[c] + sz > EVMEM_CLASS_KEPT) {
         free(p);
         return;
     }

@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "common/redact.h"
 #include "common/suggest.h"
+#include "proxy/evmem.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -92,6 +93,9 @@ int main(int argc, char **argv)
 {
     const struct cli_command *c;
 
+    /* before OpenSSL's first allocation, or OpenSSL keeps its own allocator (evmem.h): a
+     * worker then keeps the small blocks of its TLS records, nothing else changes */
+    (void)evmem_install_ssl();
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;

@@ -54,12 +54,14 @@
 /* Proxy connections (proxy/conn.c, proxy/listen.c). */
 #define VG_CONN_OUT_CAP      (256 * 1024) /* output past this pauses reading the other side */
 #define VG_CONN_IN_MAX       (256 * 1024) /* read high watermark of each side's input */
-#define VG_WORKER_MASKS      256 /* maskers a worker keeps for the next credentialed requests */
-#define VG_WORKER_MASK_SETS  16  /* rules whose masker tables a worker keeps (mask_set) */
-#define VG_WORKER_SPARES     64  /* request parsers and stage buffers a worker keeps for reuse */
-#define VG_WORKER_ORIGINS    256 /* spare origins (response parser, stage) a worker keeps */
-#define VG_WORKER_EXCHANGES  256 /* spare exchanges (timer, scratch buffer) a worker keeps */
-#define VG_WORKER_H2_STREAMS 128 /* spare HTTP/2 client streams (buffers, head storage) kept */
+#define VG_WORKER_MASKS      1024 /* maskers a worker keeps for the next credentialed requests */
+#define VG_WORKER_MASK_BYTES (2 << 20) /* ... and at most 2 MiB of them (mask_mem) */
+#define VG_WORKER_MASK_SETS  16        /* rules whose masker tables a worker keeps (mask_set) */
+#define VG_WORKER_SPARES     64   /* request parsers and stage buffers a worker keeps for reuse */
+#define VG_WORKER_ORIGINS    1024 /* spare origins (response parser, stage) a worker keeps */
+#define VG_WORKER_EXCHANGES  1024 /* spare exchanges (timer, scratch buffer) a worker keeps */
+#define VG_WORKER_H2_STREAMS 1024 /* spare HTTP/2 client streams (buffers, head storage) kept */
+#define VG_H2_PATH_KEEP      1024 /* bytes of an HTTP/2 request's :path buffer a stream keeps */
 /* A cancelled request's HTTP/1.1 response is read to its end to keep the connection: at most
  * this many body bytes, and this long without input (proxy/origin_h1.c) */
 #define VG_ORIGIN_DRAIN_MAX   (64 * 1024)

@@ -38,33 +38,61 @@ void h2req_init(struct h2req *r)
     httphead_init(&r->msg.head);
 }
 
-/* The path and the joined cookie go, wiped. */
-static void h2req_free_strings(struct h2req *r)
+/* The path and the joined cookie go, wiped; the path's buffer stays for the next request when
+ * keep and it is within VG_H2_PATH_KEEP. */
+static void h2req_free_strings(struct h2req *r, bool keep)
 {
     if (r->path != NULL)
         explicit_bzero(r->path, r->path_len);
-    free(r->path);
+    if (!keep || r->path_cap > VG_H2_PATH_KEEP) {
+        free(r->path_buf);
+        r->path_buf = NULL;
+        r->path_cap = 0;
+    }
     if (r->cookie != NULL)
         explicit_bzero(r->cookie, r->cookie_len);
     free(r->cookie);
     r->path = r->cookie = NULL;
+    r->path_len = 0;
 }
 
 void h2req_clear(struct h2req *r)
 {
     struct http_head h;
+    char *pb;
+    size_t pcap;
 
-    h2req_free_strings(r);
+    h2req_free_strings(r, true);
     httphead_clear(&r->msg.head);
     h = r->msg.head;
+    pb = r->path_buf;
+    pcap = r->path_cap;
     memset(r, 0, sizeof(*r));
     r->msg.head = h;
+    r->path_buf = pb;
+    r->path_cap = pcap;
 }
 
 void h2req_free(struct h2req *r)
 {
     httphead_reset(&r->msg.head);
-    h2req_free_strings(r);
+    h2req_free_strings(r, false);
+}
+
+/* r->path made room for n bytes, in the kept buffer when it is large enough. 0 or -1. */
+static int path_room(struct h2req *r, size_t n)
+{
+    char *b;
+
+    if (r->path_cap < n) {
+        if ((b = malloc(n)) == NULL)
+            return -1;
+        free(r->path_buf); /* wiped when its request ended; never holds this one's bytes */
+        r->path_buf = b;
+        r->path_cap = n;
+    }
+    r->path = r->path_buf;
+    return 0;
 }
 
 static void refuse(struct h2req *r, enum h2req_verdict v, int status, const char *why)
@@ -140,7 +168,7 @@ static void pseudo_field(struct h2req *r, const uint8_t *name, size_t nlen, cons
     case PS_PATH:
         if (vlen == 0 || vlen > VG_HEAD_MAX_BYTES || !all_vchar((const char *)v, vlen)) {
             refuse(r, H2REQ_ANSWER, 400, "malformed :path");
-        } else if ((r->path = malloc(vlen)) == NULL) {
+        } else if (path_room(r, vlen) < 0) {
             refuse(r, H2REQ_ANSWER, 431, "out of memory");
         } else {
             memcpy(r->path, v, vlen);

@@ -40,8 +40,10 @@ struct h2req {
     char scheme[8];
     char authority[HOSTNAME_BUFSZ + 8];
     unsigned nhost; /* host fields seen: more than one is 400, as in HTTP/1.1 */
-    char *path;     /* in the head's arena once set */
+    char *path;     /* the :path's bytes (in path_buf) once set */
     size_t path_len;
+    char *path_buf; /* kept across h2req_clear up to VG_H2_PATH_KEEP bytes, wiped */
+    size_t path_cap;
     size_t bytes, nfields; /* the caps of SPEC §4 (64 KiB, 100 fields) */
     bool has_cl;
     uint64_t cl;
@@ -53,7 +55,8 @@ struct h2req {
 void h2req_init(struct h2req *r);
 void h2req_free(struct h2req *r);
 /* Wipes r and makes it ready for the next request as h2req_init does, keeping the head's arena
- * and field array within httphead_clear's bounds (h2req_free frees them). */
+ * and field array within httphead_clear's bounds and the :path's buffer up to VG_H2_PATH_KEEP
+ * bytes (h2req_free frees them). */
 void h2req_clear(struct h2req *r);
 
 /* One field (nghttp2's on_header: decoded, unvalidated). Records the first refusal in

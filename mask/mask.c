@@ -249,6 +249,17 @@ struct mask *mask_new(const struct inject_form *forms, size_t nforms)
     return m;
 }
 
+size_t mask_mem(const struct mask *m)
+{
+    size_t n = m->size;
+
+    for (size_t k = 0; k < m->nforms; k++) {
+        if (m->hrun[k] != NULL)
+            n += mask_spell_run_size(m->spell[k]);
+    }
+    return n;
+}
+
 void mask_free(struct mask **mp)
 {
     struct mask *m;

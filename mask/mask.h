@@ -34,6 +34,9 @@ struct mask;
  */
 struct mask *mask_new(const struct inject_form *forms, size_t nforms);
 void mask_free(struct mask **mp);
+/* The bytes m holds: its block (the stream's state and held-back buffer) and mask_head's matchers
+ * once made; for the bound of a cache of maskers. */
+size_t mask_mem(const struct mask *m);
 
 /*
  * The part of a masker that depends on the forms alone - each form's matcher tables and the

@@ -163,8 +163,9 @@ struct exchange *exch_spare_take(struct worker *w);
 
 /*
  * A masker is built for one rule's forms of one snapshot. It is no connection's: an idle
- * connection would hold ~2 KiB for it. The worker keeps up to VG_WORKER_MASKS of them for the
- * next credentialed requests of any connection (LIFO, so the most recently used stay warm);
+ * connection would hold ~2 KiB for it. The worker keeps up to VG_WORKER_MASKS of them, and
+ * VG_WORKER_MASK_BYTES of their memory (a masker grows with its secret), for the next
+ * credentialed requests of any connection (LIFO, so the most recently used stay warm);
  * one of an older snapshot is freed (wiped) as soon as it is seen, and all of them when the
  * worker takes a new snapshot. Beyond those, a new masker is made from the rule's set (the
  * forms' matcher tables and filter, mask_set_new), which the worker keeps for up to
@@ -173,10 +174,12 @@ struct exchange *exch_spare_take(struct worker *w);
  */
 struct exch_masks {
     size_t n, nsets;
+    size_t bytes; /* of the kept maskers (mask_mem when given), at most VG_WORKER_MASK_BYTES */
     struct {
         struct mask *m;
         int rule;
         uint64_t gen;
+        size_t bytes;
     } e[VG_WORKER_MASKS];
     struct {
         struct mask_set *s;

@@ -294,6 +294,7 @@ const struct worker_module exchange_spares_module = {
 void exch_masks_drop(struct exch_masks *c, size_t i)
 {
     mask_free(&c->e[i].m);
+    c->bytes -= c->e[i].bytes;
     c->e[i] = c->e[--c->n];
 }
 
@@ -389,6 +390,7 @@ struct mask *exch_mask_take(struct worker *w, int rule, uint64_t gen,
         if (c->e[i].rule != rule || c->e[i].gen != gen)
             continue;
         m = c->e[i].m;
+        c->bytes -= c->e[i].bytes;
         c->e[i] = c->e[--c->n];
         return m;
     }
@@ -400,15 +402,19 @@ void exch_mask_give(struct worker *w, struct mask **mp, int rule, uint64_t gen)
 {
     struct exch_masks **slot = masks_slot(w);
     struct exch_masks *c = slot != NULL ? *slot : NULL;
+    size_t bytes = mask_mem(*mp);
 
     if (gen != w->policy_gen || slot == NULL ||
-        (c == NULL && (c = *slot = calloc(1, sizeof(*c))) == NULL) || c->n == VG_WORKER_MASKS) {
+        (c == NULL && (c = *slot = calloc(1, sizeof(*c))) == NULL) || c->n == VG_WORKER_MASKS ||
+        c->bytes + bytes > VG_WORKER_MASK_BYTES) {
         mask_free(mp);
         return;
     }
     c->e[c->n].m = *mp;
     c->e[c->n].rule = rule;
     c->e[c->n].gen = gen;
+    c->e[c->n].bytes = bytes;
+    c->bytes += bytes;
     c->n++;
     *mp = NULL;
 }

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "proxy/evmem.h"
+
 #define SUITE(name) Suite *suite_##name(void);
 #include "tests/unit/suites.def"
 #undef SUITE
@@ -20,6 +22,7 @@ int main(void)
     SRunner *sr;
     int run, failed;
 
+    (void)evmem_install_ssl(); /* before OpenSSL's first allocation, as vaultgate's main */
     setenv("CK_DEFAULT_TIMEOUT", "60", 0); /* read by tcase_create, below */
     sr = srunner_create(NULL);
 

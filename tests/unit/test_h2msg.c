@@ -259,6 +259,52 @@ START_TEST(test_head_for_exchange)
 }
 END_TEST
 
+/* The :path's buffer outlives h2req_clear, wiped, for the stream's next request: a path that
+ * fits reuses it, a longer one replaces it, one past VG_H2_PATH_KEEP is freed at the clear. */
+START_TEST(test_path_buffer_kept)
+{
+    struct h2req r;
+    static char longp[VG_H2_PATH_KEEP + 2];
+    char *buf;
+
+    start(&r, "GET");
+    h2req_clear(&r);
+    add(&r, ":method", "GET");
+    add(&r, ":scheme", "https");
+    add(&r, ":authority", "a.test");
+    add(&r, ":path", "/secret-ish/path");
+    ck_assert_int_eq(h2req_finish(&r, true), H2REQ_OK);
+    buf = r.path_buf;
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(r.path_cap, 16);
+    h2req_clear(&r);
+    ck_assert_ptr_eq(r.path_buf, buf); /* kept */
+    ck_assert_ptr_null(r.path);
+    for (size_t i = 0; i < 16; i++)
+        ck_assert_int_eq(buf[i], 0); /* wiped */
+    add(&r, ":method", "GET");
+    add(&r, ":scheme", "https");
+    add(&r, ":authority", "a.test");
+    add(&r, ":path", "/short");
+    ck_assert_int_eq(h2req_finish(&r, true), H2REQ_OK);
+    ck_assert_ptr_eq(r.path, buf); /* reused, no allocation */
+    ck_assert_int_eq(memcmp(r.msg.head.target, "/short", 6), 0);
+    h2req_clear(&r);
+    memset(longp, 'a', sizeof(longp) - 1);
+    longp[0] = '/';
+    add(&r, ":method", "GET");
+    add(&r, ":scheme", "https");
+    add(&r, ":authority", "a.test");
+    add(&r, ":path", longp);
+    ck_assert_int_eq(h2req_finish(&r, true), H2REQ_OK);
+    ck_assert_uint_eq(r.path_cap, VG_H2_PATH_KEEP + 1);
+    h2req_clear(&r);
+    ck_assert_ptr_null(r.path_buf); /* past the bound: freed */
+    ck_assert_uint_eq(r.path_cap, 0);
+    h2req_free(&r);
+}
+END_TEST
+
 START_TEST(test_body_framing)
 {
     struct h2req r;
@@ -379,6 +425,7 @@ Suite *suite_h2msg(void)
 
     tcase_add_loop_test(tc, test_request_rules, 0, sizeof(cases) / sizeof(cases[0]));
     tcase_add_test(tc, test_head_for_exchange);
+    tcase_add_test(tc, test_path_buffer_kept);
     tcase_add_test(tc, test_body_framing);
     tcase_add_test(tc, test_data_against_content_length);
     tcase_add_test(tc, test_caps);

@@ -6,14 +6,18 @@
  * And libevent's buffer blocks a worker thread keeps (proxy/evmem.c).
  */
 #include <check.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <openssl/crypto.h>
 
 #include "common/asan.h"
+#include "common/caps.h"
 #include "http/http1.h"
+#include "mask/mask.h"
 #include "policy/policy.h"
 #include "proxy/exchange.h"
 #include "proxy/evmem.h"
@@ -224,11 +228,59 @@ START_TEST(test_no_state)
 }
 END_TEST
 
+/* The worker's maskers: a given one serves the next take of its rule and snapshot; at most
+ * VG_WORKER_MASKS are kept, and at most VG_WORKER_MASK_BYTES of them (a long secret's maskers
+ * fill that with a few); the module's free hook frees them. */
+START_TEST(test_mask_cache_bounds)
+{
+    static const unsigned char key[] = "sk-test-0123456789abcdef";
+    static unsigned char longkey[8192];
+    struct inject_form small = {key, sizeof(key) - 1, 0}, big = {longkey, sizeof(longkey), 0};
+    static struct mask *m[VG_WORKER_MASKS + 1];
+    struct exch_masks *c;
+    struct mask *again;
+    size_t kept_big = 0;
+
+    ck_assert_int_eq(worker_module_add(&sh, &exchange_masks_module), 0);
+    w.policy_gen = 1;
+    for (size_t i = 0; i <= VG_WORKER_MASKS; i++)
+        ck_assert_ptr_nonnull(m[i] = exch_mask_take(&w, 0, 1, &small, 1));
+    for (size_t i = 0; i <= VG_WORKER_MASKS; i++) {
+        exch_mask_give(&w, &m[i], 0, 1);
+        ck_assert_ptr_null(m[i]);
+    }
+    c = *worker_module_state(&w, &exchange_masks_module);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_uint_eq(c->n, VG_WORKER_MASKS); /* one past the count was freed */
+    ck_assert_uint_le(c->bytes, VG_WORKER_MASK_BYTES);
+    again = exch_mask_take(&w, 0, 1, &small, 1);
+    ck_assert_ptr_nonnull(again);
+    ck_assert_uint_eq(c->n, VG_WORKER_MASKS - 1); /* taken from the cache */
+    exch_mask_give(&w, &again, 0, 1);
+    exchange_worker_masks(&w, true); /* empty again */
+    memset(longkey, 'k', sizeof(longkey));
+    for (size_t i = 0; i < 64; i++)
+        ck_assert_ptr_nonnull(m[i] = exch_mask_take(&w, 1, 1, &big, 1));
+    ck_assert_uint_gt(mask_mem(m[0]), VG_WORKER_MASK_BYTES / 64); /* 64 would not fit */
+    for (size_t i = 0; i < 64; i++)
+        exch_mask_give(&w, &m[i], 1, 1);
+    c = *worker_module_state(&w, &exchange_masks_module);
+    ck_assert_uint_le(c->bytes, VG_WORKER_MASK_BYTES);
+    for (size_t i = 0; i < c->n; i++)
+        kept_big += c->e[i].rule == 1;
+    ck_assert_uint_gt(kept_big, 0);
+    ck_assert_uint_lt(kept_big, 64);
+    exchange_masks_module.free(&w);
+    ck_assert_ptr_null(*worker_module_state(&w, &exchange_masks_module));
+}
+END_TEST
+
 /* A chain's block freed by a keeping thread serves the next chain of its size; past the
  * budget, and once the thread ends keeping, blocks go back to the heap. */
 START_TEST(test_evmem_keeps)
 {
-    struct evbuffer *b, *m[16];
+    static struct evbuffer *m[1100];
+    struct evbuffer *b;
     size_t one;
     static const char data[100];
 
@@ -245,18 +297,71 @@ START_TEST(test_evmem_keeps)
     ck_assert_int_eq(evbuffer_expand(b, 16384), 0); /* a 32 KiB chain beside it */
     evbuffer_free(b);
     ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 1024 + 32768);
-    for (int i = 0; i < 16; i++) { /* 16 x 32 KiB at once: two are kept */
+    for (int i = 0; i < 40; i++) { /* 40 x 32 KiB at once: 32 are kept */
         m[i] = evbuffer_new();
         ck_assert_int_eq(evbuffer_expand(m[i], 16384), 0);
     }
-    for (int i = 0; i < 16; i++)
+    for (int i = 0; i < 40; i++)
         evbuffer_free(m[i]);
-    ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 1024 + 64 * 1024);
+    ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 1024 + 32 * 32768);
+    for (int i = 0; i < 1100; i++) { /* 1100 x 1 KiB: 1 MiB of them is kept */
+        m[i] = evbuffer_new();
+        ck_assert_int_eq(evbuffer_add(m[i], data, sizeof(data)), 0);
+    }
+    for (int i = 0; i < 1100; i++)
+        evbuffer_free(m[i]);
+    ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 1024 * 1024 + 32 * 32768);
     evmem_thread_end();
     ck_assert_uint_eq(evmem_kept_bytes(), 0);
     b = evbuffer_new();
     ck_assert_int_eq(evbuffer_add(b, data, sizeof(data)), 0);
     evbuffer_free(b);
+    ck_assert_uint_eq(evmem_kept_bytes(), 0); /* no longer keeping */
+}
+END_TEST
+
+/* OpenSSL's small blocks (its record writer's 40 bytes): a freed one is wiped and serves the next
+ * of its usable size, never a larger request; at most 64 per size are kept; a thread that ends
+ * keeping frees them. The runner installs the allocator first thing, as vaultgate's main. */
+START_TEST(test_evmem_ssl_keeps)
+{
+    unsigned char *p, *q, *m[100];
+    bool wiped = true;
+
+    evmem_thread_begin();
+    p = OPENSSL_malloc(40);
+    ck_assert_ptr_nonnull(p);
+    memset(p, 0xA5, 40);
+    OPENSSL_free(p);
+    ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 40);
+    if (!VG_ASAN) {
+        for (size_t i = sizeof(void *); i < 40; i++) /* the first bytes link the kept blocks */
+            wiped = wiped && p[i] == 0;
+        ck_assert(wiped);
+    }
+    q = OPENSSL_malloc(80); /* beyond the small sizes: from the heap */
+    ck_assert_ptr_nonnull(q);
+    ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 40);
+    OPENSSL_free(q);
+    ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 40);
+    q = OPENSSL_zalloc(33); /* the kept block's size serves it, zeroed */
+    ck_assert_ptr_nonnull(q);
+    if (!VG_ASAN)
+        ck_assert_ptr_eq(q, p);
+    for (int i = 0; i < 33; i++)
+        ck_assert_uint_eq(q[i], 0);
+    ck_assert_uint_eq(evmem_kept_bytes(), 0);
+    OPENSSL_free(q);
+    for (int i = 0; i < 100; i++)
+        ck_assert_ptr_nonnull(m[i] = OPENSSL_malloc(40));
+    for (int i = 0; i < 100; i++)
+        OPENSSL_free(m[i]);
+    ck_assert_uint_eq(evmem_kept_bytes(), VG_ASAN ? 0 : 64 * 40);
+    evmem_thread_end();
+    ck_assert_uint_eq(evmem_kept_bytes(), 0);
+    p = OPENSSL_malloc(40);
+    ck_assert_ptr_nonnull(p);
+    OPENSSL_free(p);
     ck_assert_uint_eq(evmem_kept_bytes(), 0); /* no longer keeping */
 }
 END_TEST
@@ -272,9 +377,11 @@ Suite *suite_spares(void)
     tcase_add_test(tc, test_exchange_spare);
     tcase_add_test(tc, test_origin_spare);
     tcase_add_test(tc, test_no_state);
+    tcase_add_test(tc, test_mask_cache_bounds);
     suite_add_tcase(s, tc);
     tc = tcase_create("evmem");
     tcase_add_test(tc, test_evmem_keeps);
+    tcase_add_test(tc, test_evmem_ssl_keeps);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -346,7 +346,7 @@ static void cio_read_ev(evutil_socket_t fd, short what, void *arg)
     }
     if (io->kicked && !io->hs && !(what & EV_TIMEOUT)) {
         io->kicked = false; /* the socket, if readable too, is reported again (level) */
-        if (io->reading && cio_len(io->in) > 0 && io->read_cb != NULL)
+        if (io->reading && io->read_cb != NULL)
             io->read_cb(io, io->arg);
         return;
     }

@@ -70,8 +70,9 @@ void cio_setcb(struct cio *io, cio_data_cb read_cb, cio_data_cb write_cb, cio_ev
  * OpenSSL still holds is delivered without waiting for the socket. */
 void cio_read(struct cio *io, bool on);
 
-/* The read callback runs from the loop for the input already there (as if it had just
- * arrived), once, if reading is still on then. */
+/* The read callback runs from the loop once, if reading is still on then, for the input
+ * already there (as if it had just arrived; with none, a consumer may still have a step to
+ * take, as after bufferevent_trigger). */
 void cio_kick(struct cio *io);
 
 /* Read and write timeouts (NULL: none), as bufferevent_set_timeouts: the read timeout runs

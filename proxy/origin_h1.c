@@ -478,9 +478,9 @@ static bool oh1_drain(struct origin_conn *c)
     }
     c->rd = ORIGIN_H1_READING;
     cio_read(c->io.conn, true);
-    /* what is buffered already is read from the loop, as if it had just arrived */
-    if (cio_has_input(c->io.conn))
-        cio_kick(c->io.conn);
+    /* what is buffered already is read from the loop, as if it had just arrived (with nothing
+     * buffered, a parser paused at the end of the body gets its on_done so) */
+    cio_kick(c->io.conn);
     return true;
 }
 

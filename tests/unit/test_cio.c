@@ -546,6 +546,24 @@ START_TEST(test_tls_upgrade_early)
 }
 END_TEST
 
+/* cio_kick: the read callback once from the loop, input or not; none while reading is off. */
+START_TEST(test_kick)
+{
+    fx.drain = false;
+    cio_read(fx.io, true);
+    cio_kick(fx.io);
+    ck_assert_int_eq(fx.reads, 0); /* never inside the call */
+    PUMP_UNTIL(fx.reads == 1);
+    turn();
+    ck_assert_int_eq(fx.reads, 1);
+    cio_read(fx.io, false);
+    cio_kick(fx.io);
+    turn();
+    turn();
+    ck_assert_int_eq(fx.reads, 1);
+}
+END_TEST
+
 /* ---- the client handshake (cio_connect_tls), against a peer that accepts ----------------------
  */
 
@@ -704,6 +722,7 @@ Suite *suite_cio(void)
     tcase_add_test(tc, test_tls_eof);
     tcase_add_test(tc, test_tls_garbage);
     tcase_add_test(tc, test_tls_upgrade_early);
+    tcase_add_test(tc, test_kick);
     tcase_add_test(tc, test_tls_client_connect);
     tcase_add_test(tc, test_tls_client_verify_failure);
     tcase_add_test(tc, test_tls_client_timeout);

@@ -1,5 +1,5 @@
 /*
- * cio.c - client I/O without a bufferevent (see cio.h).
+ * cio.c - connection I/O without a bufferevent, for clients and upstreams (see cio.h).
  *
  * Guarantees:
  * - The read event is added once and stays while reading is on and the input is under
@@ -56,12 +56,14 @@ struct cio {
     bool radded;      /* rev is added */
     bool wadded;      /* wev is added */
     bool hs;          /* the TLS handshake is under way */
+    bool client;      /* TLS client (cio_connect_tls): the read timeout runs during the handshake */
     bool raw;         /* the output is written in the clear before the handshake starts */
     bool nocopy;      /* the output holds chains never to be pulled up */
     bool rd_wants_wr; /* SSL_read wanted to write */
     bool wr_wants_rd; /* SSL_write wanted to read */
     bool shut;        /* close_notify and FIN once the output is out */
     bool failed;      /* a write from cio_push() failed: reported from the loop */
+    bool kicked;      /* cio_kick(): the read callback runs for the input already there */
     bool stopped;     /* no more callbacks, no more I/O */
     bool dead;        /* freed: only the closing timer is left */
 };
@@ -145,7 +147,7 @@ static void cio_update_read(struct cio *io)
     bool want = cio_want_read(io);
 
     if (want && !io->radded) {
-        event_add(&io->rev, io->has_rtv && !io->hs ? &io->rtv : NULL);
+        event_add(&io->rev, io->has_rtv && (!io->hs || io->client) ? &io->rtv : NULL);
         io->radded = true;
         if (io->ssl != NULL && !io->hs && SSL_has_pending(io->ssl))
             event_active(&io->rev, EV_READ, 1);
@@ -342,9 +344,15 @@ static void cio_read_ev(evutil_socket_t fd, short what, void *arg)
         (void)cio_report(io, CIO_WRITING | CIO_ERROR);
         return;
     }
+    if (io->kicked && !io->hs && !(what & EV_TIMEOUT)) {
+        io->kicked = false; /* the socket, if readable too, is reported again (level) */
+        if (io->reading && io->read_cb != NULL)
+            io->read_cb(io, io->arg);
+        return;
+    }
     if (!io->hs && !(what & EV_TIMEOUT) && !cio_want_read(io))
         return; /* activated by hand, and reading went off meanwhile */
-    if (io->hs) {
+    if (io->hs && !(what & EV_TIMEOUT)) {
         cio_handshake(io);
     } else if (what & EV_TIMEOUT) {
         (void)cio_report(io, CIO_READING | CIO_TIMEOUT);
@@ -555,17 +563,41 @@ static void cio_handshake(struct cio *io)
         event_active(&io->rev, EV_READ, 1);
 }
 
-int cio_accept_tls(struct cio *io, SSL *ssl)
+/* ssl reads and writes the socket from here and is io's (freed at once on failure). 0 or -1. */
+static int cio_take_ssl(struct cio *io, SSL *ssl)
 {
     BIO *sock = BIO_new_socket((int)io->fd, BIO_NOCLOSE);
-    size_t n = cio_len(io->in);
 
     if (sock == NULL) {
         SSL_free(ssl);
         return -1;
     }
     SSL_set_bio(ssl, sock, sock);
+    SSL_set_mode(ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     io->ssl = ssl;
+    io->hs = true;
+    io->reading = true;
+    return 0;
+}
+
+int cio_connect_tls(struct cio *io, SSL *ssl)
+{
+    if (cio_take_ssl(io, ssl) < 0)
+        return -1;
+    SSL_set_connect_state(ssl);
+    io->client = true;
+    cio_update_read(io);
+    cio_update_write(io);
+    event_active(&io->rev, EV_READ, 1); /* the ClientHello goes from the loop */
+    return 0;
+}
+
+int cio_accept_tls(struct cio *io, SSL *ssl)
+{
+    size_t n = cio_len(io->in);
+
+    if (cio_take_ssl(io, ssl) < 0)
+        return -1;
     if (n > 0) {
         /* the client spoke early: its bytes are the first the handshake reads */
         BIO *mem = BIO_new(BIO_s_mem());
@@ -580,11 +612,8 @@ int cio_accept_tls(struct cio *io, SSL *ssl)
         SSL_set0_rbio(ssl, mem); /* drops the socket BIO's read reference (SSL_set_bio took two) */
         io->early = mem;
     }
-    SSL_set_mode(ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_set_accept_state(ssl);
-    io->hs = true;
     io->raw = cio_len(io->out) > 0;
-    io->reading = true;
     io->has_rtv = io->has_wtv = false;
     if (io->radded)
         event_remove_timer(&io->rev);
@@ -652,6 +681,14 @@ void cio_set_timeouts(struct cio *io, const struct timeval *rd, const struct tim
     }
 }
 
+void cio_kick(struct cio *io)
+{
+    if (io->dead || io->stopped)
+        return;
+    io->kicked = true;
+    event_active(&io->rev, EV_READ, 1);
+}
+
 void cio_set_wlow(struct cio *io, size_t low)
 {
     io->wlow = low;
@@ -680,6 +717,11 @@ bool cio_writing(const struct cio *io)
 SSL *cio_ssl(const struct cio *io)
 {
     return io->ssl;
+}
+
+struct event_base *cio_base(const struct cio *io)
+{
+    return io->base;
 }
 
 evutil_socket_t cio_fd(const struct cio *io)
@@ -813,7 +855,7 @@ void cio_free(struct cio **io)
     *io = NULL;
 }
 
-struct bufferevent *cio_to_bufferevent(struct cio **iop)
+struct bufferevent *cio_to_bufferevent(struct cio **iop, int options)
 {
     struct cio *io = *iop;
     struct bufferevent *bev = NULL;
@@ -828,11 +870,11 @@ struct bufferevent *cio_to_bufferevent(struct cio **iop)
         return NULL;
     }
     if (io->ssl == NULL) {
-        bev = bufferevent_socket_new(io->base, io->fd, BEV_OPT_CLOSE_ON_FREE);
+        bev = bufferevent_socket_new(io->base, io->fd, BEV_OPT_CLOSE_ON_FREE | options);
     } else {
         /* owns the SSL and the descriptor from here, even when it fails */
         bev = bufferevent_openssl_socket_new(io->base, io->fd, io->ssl, BUFFEREVENT_SSL_OPEN,
-                                             BEV_OPT_CLOSE_ON_FREE);
+                                             BEV_OPT_CLOSE_ON_FREE | options);
         if (bev != NULL)
             bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
     }

@@ -1,6 +1,7 @@
 /*
- * cio.h - client I/O: one client connection's socket and, for TLS, its SSL, read and written
- * without a bufferevent (docs/internals/cio.md).
+ * cio.h - connection I/O: one connection's socket and, for TLS, its SSL, read and written
+ * without a bufferevent (docs/internals/cio.md): a client's (accepted, TLS by cio_accept_tls)
+ * or an upstream's (TLS by cio_connect_tls).
  *
  * A persistent read event on the socket is added once; on each readiness SSL_read (or readv)
  * moves into the input evbuffer everything the socket and OpenSSL's read-ahead hold, so no
@@ -52,12 +53,27 @@ struct cio *cio_new(struct event_base *base, evutil_socket_t fd);
  */
 int cio_accept_tls(struct cio *io, SSL *ssl);
 
+/*
+ * Starts a TLS client handshake on io (connected), taking ssl (freed with io, or at once on
+ * failure) with its server name and verification already set. The handshake runs from the
+ * event loop, never inside this call; its end is an event CIO_CONNECTED (verification is the
+ * caller's to check then: SSL_get_verify_result), or CIO_ERROR / CIO_EOF with OpenSSL's reason
+ * in cio_ssl_error(), or CIO_READING | CIO_TIMEOUT when the read timeout (cio_set_timeouts) ran
+ * out without handshake progress. Reading is on from here. 0, or -1 (out of memory).
+ */
+int cio_connect_tls(struct cio *io, SSL *ssl);
+
 void cio_setcb(struct cio *io, cio_data_cb read_cb, cio_data_cb write_cb, cio_event_cb event_cb,
                void *arg);
 
 /* Reading on or off. Off, nothing is read and the read timeout does not run; on again, what
  * OpenSSL still holds is delivered without waiting for the socket. */
 void cio_read(struct cio *io, bool on);
+
+/* The read callback runs from the loop once, if reading is still on then, for the input
+ * already there (as if it had just arrived; with none, a consumer may still have a step to
+ * take, as after bufferevent_trigger). */
+void cio_kick(struct cio *io);
 
 /* Read and write timeouts (NULL: none), as bufferevent_set_timeouts: the read timeout runs
  * while reading is on, the write timeout while output is queued; each restarts on progress. */
@@ -76,6 +92,7 @@ bool cio_has_input(struct cio *io);
 /* The write event is added: output is queued (or OpenSSL waits to write). */
 bool cio_writing(const struct cio *io);
 SSL *cio_ssl(const struct cio *io);
+struct event_base *cio_base(const struct cio *io);
 evutil_socket_t cio_fd(const struct cio *io);
 
 /*
@@ -112,10 +129,11 @@ void cio_base_end(struct event_base *base);
 /*
  * Hands the connection to a new bufferevent (TLS already open, or plain) that owns the socket
  * and the SSL, with the input read so far in its input and the queued output in its output;
- * *io is freed and NULL'd either way. Safe inside io's callbacks. The consumer must read the
- * input already there itself (no read callback comes for it). NULL on out of memory (the
- * socket is closed).
+ * options are added to BEV_OPT_CLOSE_ON_FREE (BEV_OPT_DEFER_CALLBACKS for a consumer whose
+ * writes must not run its callbacks); *io is freed and NULL'd either way. Safe inside io's
+ * callbacks. The consumer must read the input already there itself (no read callback comes for it).
+ * NULL on out of memory (the socket is closed).
  */
-struct bufferevent *cio_to_bufferevent(struct cio **io);
+struct bufferevent *cio_to_bufferevent(struct cio **io, int options);
 
 #endif

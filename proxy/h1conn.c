@@ -556,7 +556,7 @@ static void h1_upgrade(struct h1conn *c)
     }
     dlq_del(&c->timer);
     /* the tunnel reads and writes through a bufferevent, the client's bytes read so far in it */
-    client = cio_to_bufferevent(&c->io);
+    client = cio_to_bufferevent(&c->io, 0);
     if (client == NULL) {
         bufferevent_free(up);
         wsmask_free(&wsm);

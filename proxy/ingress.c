@@ -115,7 +115,7 @@ static int start_h1(struct worker_link *from, struct exch_conn *cc, struct cio *
  * record buffers while idle (docs/internals/proxy.md, "Record buffers"). */
 static int start_h2(struct worker_link *from, struct exch_conn *cc, struct cio *io, bool busy)
 {
-    struct bufferevent *bev = cio_to_bufferevent(&io);
+    struct bufferevent *bev = cio_to_bufferevent(&io, 0);
 
     if (bev == NULL)
         return -1;

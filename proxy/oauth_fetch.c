@@ -475,23 +475,29 @@ static void oauth_req_release(const void *data, size_t len, void *extra)
 }
 
 /* upstream_get's callback: a verified TLS connection to the endpoint (or why not). */
-static void connected_cb(void *arg, struct bufferevent *bev, enum upstream_err err, unsigned how)
+static void connected_cb(void *arg, struct cio *io, enum upstream_err err, unsigned how)
 {
     struct oauth_fetch *f = arg;
+    struct bufferevent *bev;
     SSL *ssl;
 
     f->ureq = NULL;
-    if (bev == NULL) {
+    if (io == NULL) {
         fetch_fail(f, "oauth_connect", (int)metrics_upstream_kind(err), "%s",
                    upstream_err_type(err));
+        return;
+    }
+    if ((ssl = cio_ssl(io)) != NULL)
+        SSL_set_options(ssl, SSL_OP_CLEANSE_PLAINTEXT | SSL_OP_IGNORE_UNEXPECTED_EOF);
+    /* a bufferevent (dirty shutdown allowed) with deferred callbacks, as before */
+    bev = cio_to_bufferevent(&io, BEV_OPT_DEFER_CALLBACKS);
+    if (bev == NULL) {
+        fetch_fail(f, "oom", -1, "%s", "out of memory");
         return;
     }
     f->bev = bev;
     f->connected = true;
     f->route_tunnel = (how & UPSTREAM_VIA_TUNNEL) != 0;
-    if ((ssl = bufferevent_openssl_get_ssl(bev)) != NULL)
-        SSL_set_options(ssl, SSL_OP_CLEANSE_PLAINTEXT | SSL_OP_IGNORE_UNEXPECTED_EOF);
-    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
     bufferevent_setcb(bev, read_cb, NULL, event_cb, f);
     f->parser = http1_parser_new(HTTP1_RESPONSE, &resp_cbs, f);
     if (f->parser == NULL) {

@@ -91,7 +91,7 @@ static void oup_ready(struct origin_conn *c, enum origin_up up, enum upstream_er
     c->o.cbs->ready(c->o.arg, up, err);
 }
 
-static void oup_dialled(void *arg, struct bufferevent *bev, enum upstream_err err, unsigned how);
+static void oup_dialled(void *arg, struct cio *io, enum upstream_err err, unsigned how);
 
 /* Dials (or takes a pooled connection) for this request alone. */
 static void oup_dial(struct origin_conn *c)
@@ -133,26 +133,40 @@ static void oup_open(struct origin_conn *c)
 }
 
 /* upstream_get()'s callback: the connection's ALPN picks the adapter. */
-static void oup_dialled(void *arg, struct bufferevent *bev, enum upstream_err err, unsigned how)
+/* An HTTP/2 connection: h2up speaks through a bufferevent made from io (deferred callbacks,
+ * as its writes from inside nghttp2's callbacks expect). */
+static void oup_h2(struct origin_conn *c, struct cio *io, unsigned how)
+{
+    struct bufferevent *bev = cio_to_bufferevent(&io, BEV_OPT_DEFER_CALLBACKS);
+
+    if (bev == NULL) {
+        h2up_dial_end(&c->h2dial, H2UP_PLACED_RETRY, UPSTREAM_OK);
+        oup_ready(c, ORIGIN_UP_NO_MEM, UPSTREAM_OK);
+        return;
+    }
+    c->h2s = h2up_attach(c->w, &c->h2dial, c->host, c->port, bev, how & UPSTREAM_VIA_TUNNEL,
+                         &up_h2_ops, c);
+    if (c->h2s == NULL)
+        oup_ready(c, ORIGIN_UP_NO_MEM, UPSTREAM_OK);
+    else
+        oup_opened(c);
+}
+
+static void oup_dialled(void *arg, struct cio *io, enum upstream_err err, unsigned how)
 {
     struct origin_conn *c = arg;
 
     origin_enter(c);
     c->upreq = NULL;
-    if (bev == NULL) {
+    if (io == NULL) {
         /* the requests waiting for this dial get the same answer */
         h2up_dial_end(&c->h2dial, H2UP_PLACED_FAILED, err);
         oup_ready(c, ORIGIN_UP_FAILED, err);
-    } else if (c->tls == UPSTREAM_TLS_H2 && upstream_alpn_h2(bev)) {
-        c->h2s = h2up_attach(c->w, &c->h2dial, c->host, c->port, bev, how & UPSTREAM_VIA_TUNNEL,
-                             &up_h2_ops, c);
-        if (c->h2s == NULL)
-            oup_ready(c, ORIGIN_UP_NO_MEM, UPSTREAM_OK);
-        else
-            oup_opened(c);
+    } else if (c->tls == UPSTREAM_TLS_H2 && upstream_alpn_h2(io)) {
+        oup_h2(c, io, how);
     } else {
         h2up_dial_end(&c->h2dial, H2UP_PLACED_H1, UPSTREAM_OK); /* each waiting request dials */
-        if (origin_h1_attach(c, bev, how) < 0)
+        if (origin_h1_attach(c, io, how) < 0)
             oup_ready(c, ORIGIN_UP_NO_MEM, UPSTREAM_OK);
         else
             oup_ready(c, ORIGIN_UP_OK, UPSTREAM_OK);

@@ -4,7 +4,7 @@
  * its body and its end, takes the response through callbacks, says when it wants more of it
  * (resume) or none for now (hold), and ends with release (a clean exchange) or cancel. It never
  * learns which protocol the upstream speaks: an adapter per protocol implements struct
- * origin_ops (origin_h1.c over a bufferevent and the HTTP/1.1 response parser, origin_h2.c over
+ * origin_ops (origin_h1.c over a struct cio and the HTTP/1.1 response parser, origin_h2.c over
  * a stream of h2up.c), and origin.c picks one once the connection is there (h2o's
  * h2o_httpclient_t, nghttpx's DownstreamConnection).
  *

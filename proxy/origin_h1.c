@@ -18,13 +18,27 @@
 #include <string.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent_ssl.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
 static struct origin_conn *oh1(struct origin *o)
 {
     return (struct origin_conn *)o;
+}
+
+/* Sends what is staged: at once while nothing is queued (cio_push). */
+static void oh1_push(struct origin_conn *c)
+{
+    if (c->io.conn == NULL || c->io.stage == NULL)
+        return;
+    cio_push(c->io.conn, c->io.stage, c->io.nocopy);
+    c->io.nocopy = false; /* the stage is empty now, or moved on whole (chains, not copies) */
+}
+
+/* Bytes waiting for the upstream: staged plus queued. */
+static size_t oh1_pending(const struct origin_conn *c)
+{
+    return (c->io.stage != NULL ? evbuffer_get_length(c->io.stage) : 0) + cio_queued(c->io.conn);
 }
 
 /*
@@ -38,9 +52,9 @@ static struct origin_conn *oh1(struct origin *o)
  * make no read). A response read whole in one go, the keep-alive case, costs no system call
  * and no extra segment: its ACK rides on the next request.
  */
-static void oh1_quickack(struct bufferevent *bev)
+static void oh1_quickack(struct cio *io)
 {
-    evutil_socket_t fd = bufferevent_getfd(bev);
+    evutil_socket_t fd = cio_fd(io);
     int one = 1;
 
     if (fd >= 0)
@@ -62,7 +76,7 @@ static int oh1_on_head(void *arg, struct http1_msg *msg)
         /* the head arrived: from now on only body idleness counts */
         struct timeval idle = {c->body_idle, 0};
 
-        bufferevent_set_timeouts(c->io.bev, &idle, &idle);
+        cio_set_timeouts(c->io.conn, &idle, &idle);
     }
     return 0;
 }
@@ -102,9 +116,14 @@ static const struct http1_callbacks oh1_callbacks = {oh1_on_head, oh1_on_body, o
  */
 static int oh1_feed(struct origin_conn *c)
 {
-    struct evbuffer *in = bufferevent_get_input(c->io.bev);
+    struct evbuffer *in = cio_input(c->io.conn);
     bool first = true;
 
+    if (in == NULL) {
+        c->broken = true;
+        c->o.cbs->failed(c->o.arg, ORIGIN_FAIL_IO, ORIGIN_RETRY_NO, "out of memory");
+        return -1;
+    }
     while (!c->done) {
         struct evbuffer_iovec v = {(void *)"", 0};
         ssize_t r;
@@ -132,7 +151,6 @@ static int oh1_feed(struct origin_conn *c)
  * it; then reading follows what the exchange said last. */
 static void oh1_input(struct origin_conn *c)
 {
-    bevio_pull(c->io.bev);
     do {
         c->rd = ORIGIN_H1_FEEDING;
         if (oh1_feed(c) < 0)
@@ -140,16 +158,16 @@ static void oh1_input(struct origin_conn *c)
         c->o.cbs->after(c->o.arg);
         if (defer_freed(&c->defer))
             return;
-    } while (c->rd == ORIGIN_H1_AGAIN && evbuffer_get_length(bufferevent_get_input(c->io.bev)) > 0);
+    } while (c->rd == ORIGIN_H1_AGAIN && cio_has_input(c->io.conn));
     if (c->rd == ORIGIN_H1_HELD) {
-        bufferevent_disable(c->io.bev, EV_READ);
+        cio_read(c->io.conn, false);
         return;
     }
     c->rd = ORIGIN_H1_READING;
-    bufferevent_enable(c->io.bev, EV_READ);
+    cio_read(c->io.conn, true);
 }
 
-static void oh1_read_cb(struct bufferevent *bev, void *arg)
+static void oh1_read_cb(struct cio *io, void *arg)
 {
     struct origin_conn *c = arg;
 
@@ -158,23 +176,23 @@ static void oh1_read_cb(struct bufferevent *bev, void *arg)
     origin_enter(c);
     oh1_input(c);
     if (!defer_freed(&c->defer) && !c->done) {
-        oh1_quickack(bev); /* the rest is awaited: acknowledge what came */
+        oh1_quickack(io); /* the rest is awaited: acknowledge what came */
         /* a response is streaming (one read whole costs nothing): no buffers held between its
          * reads, however long it lasts (the pool takes the mode off again) */
         if (c->answered)
-            bevio_release_always(bev);
+            cio_release_always(io);
     }
     origin_leave(c);
 }
 
-static void oh1_write_cb(struct bufferevent *bev, void *arg)
+static void oh1_write_cb(struct cio *io, void *arg)
 {
     struct origin_conn *c = arg;
 
     origin_enter(c);
-    if (c->body_paused && evbuffer_get_length(bufferevent_get_output(bev)) <= VG_CONN_OUT_CAP / 2) {
+    if (c->body_paused && cio_queued(io) <= VG_CONN_OUT_CAP / 2) {
         c->body_paused = false;
-        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+        cio_set_wlow(io, 0);
         c->o.cbs->more(c->o.arg);
     }
     origin_leave(c);
@@ -200,23 +218,23 @@ static void oh1_eof(struct origin_conn *c)
         c->o.cbs->failed(c->o.arg, ORIGIN_FAIL_EOF, retry, NULL);
 }
 
-static void oh1_event_cb(struct bufferevent *bev, short what, void *arg)
+static void oh1_event_cb(struct cio *io, short what, void *arg)
 {
     struct origin_conn *c = arg;
     char detail[256];
 
     origin_enter(c);
     c->broken = true; /* a close-delimited body ends at an EOF, and the connection with it */
-    if (what & BEV_EVENT_EOF) {
+    if (what & CIO_EOF) {
         oh1_eof(c);
-    } else if (what & BEV_EVENT_TIMEOUT) {
+    } else if (what & CIO_TIMEOUT) {
         c->o.cbs->failed(c->o.arg, ORIGIN_FAIL_TIMEOUT, ORIGIN_RETRY_NO, NULL);
-    } else if (what & BEV_EVENT_ERROR) {
-        unsigned long e = bufferevent_get_openssl_error(bev);
+    } else if (what & CIO_ERROR) {
+        unsigned long e = cio_ssl_error(io);
         const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
 
         snprintf(detail, sizeof(detail), "%s",
-                 e != 0 ? (r != NULL ? r : "TLS error") : strerror(EVUTIL_SOCKET_ERROR()));
+                 e != 0 ? (r != NULL ? r : "TLS error") : strerror(cio_sys_error(io)));
         c->o.cbs->failed(c->o.arg, ORIGIN_FAIL_IO,
                          c->resp_bytes == 0 ? ORIGIN_RETRY_SAFE : ORIGIN_RETRY_NO, detail);
     }
@@ -248,12 +266,14 @@ static int oh1_body(struct origin *o, const char *p, size_t n)
 
     if (rc < 0)
         return -1;
-    if (bevio_pending(&c->io) < VG_CONN_OUT_CAP)
+    if (oh1_pending(c) < VG_CONN_OUT_CAP)
         return 0;
     /* the upstream takes no more for now: the exchange waits for cbs->more */
-    bevio_push(&c->io);
+    oh1_push(c);
+    if (cio_queued(c->io.conn) <= VG_CONN_OUT_CAP / 2)
+        return 0; /* the socket took it: no wait */
     c->body_paused = true;
-    bufferevent_setwatermark(c->io.bev, EV_WRITE, VG_CONN_OUT_CAP / 2, 0);
+    cio_set_wlow(c->io.conn, VG_CONN_OUT_CAP / 2);
     return 1;
 }
 
@@ -271,14 +291,14 @@ static int oh1_body_end(struct origin *o)
 
     if (c->req_body == HTTP1_BODY_CHUNKED && http1_write_last_chunk(c->io.stage) < 0)
         return -1;
-    bevio_push(&c->io);
+    oh1_push(c);
     c->req_ended = true;
     return 0;
 }
 
 static void oh1_flush(struct origin *o)
 {
-    bevio_push(&oh1(o)->io);
+    oh1_push(oh1(o));
 }
 
 static void oh1_resume(struct origin *o)
@@ -290,7 +310,7 @@ static void oh1_resume(struct origin *o)
         return;
     }
     if (c->rd == ORIGIN_H1_HELD && c->resp_bytes == 0 && !c->answered && c->fresh)
-        oh1_quickack(c->io.bev); /* the answer is next: acknowledge at once what arrives now */
+        oh1_quickack(c->io.conn); /* the answer is next: acknowledge at once what arrives now */
     origin_enter(c);
     oh1_input(c);
     origin_leave(c);
@@ -304,28 +324,27 @@ static void oh1_hold(struct origin *o)
 /* Frees the connection; abort: with an RST (a half-sent request never looks complete). */
 static void oh1_close(struct origin_conn *c, bool abort)
 {
-    if (c->io.bev != NULL) {
-        evutil_socket_t fd = bufferevent_getfd(c->io.bev);
+    if (c->io.conn != NULL) {
+        evutil_socket_t fd = cio_fd(c->io.conn);
 
         if (abort && fd >= 0) {
             struct linger lg = {1, 0};
 
             setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
         }
-        bufferevent_setcb(c->io.bev, NULL, NULL, NULL, NULL);
-        bufferevent_free(c->io.bev);
-        c->io.bev = NULL;
+        cio_free(&c->io.conn);
     }
     origin_gone(c);
 }
 
+/* The connection as a bufferevent (after a 101), with what was read past the head. */
 static struct bufferevent *oh1_take(struct origin *o)
 {
     struct origin_conn *c = oh1(o);
-    struct bufferevent *bev = c->io.bev;
+    struct bufferevent *bev;
 
-    bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
-    c->io.bev = NULL;
+    cio_setcb(c->io.conn, NULL, NULL, NULL, NULL);
+    bev = cio_to_bufferevent(&c->io.conn, BEV_OPT_DEFER_CALLBACKS);
     origin_gone(c);
     return bev;
 }
@@ -333,17 +352,18 @@ static struct bufferevent *oh1_take(struct origin *o)
 static void oh1_release(struct origin *o, bool req_done)
 {
     struct origin_conn *c = oh1(o);
-    struct bufferevent *bev = c->io.bev;
-    bool reuse = req_done && (!c->head_sent || (c->resp != NULL && c->resp->keep_alive)) &&
-                 !bevio_has_input(bev) && bevio_pending(&c->io) == 0;
+    SSL *ssl = c->io.conn != NULL ? cio_ssl(c->io.conn) : NULL;
+    bool reuse = req_done && c->io.conn != NULL &&
+                 (!c->head_sent || (c->resp != NULL && c->resp->keep_alive)) &&
+                 !cio_has_input(c->io.conn) && oh1_pending(c) == 0 &&
+                 (ssl == NULL || !SSL_has_pending(ssl));
 
     if (reuse) {
-        bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
-        bufferevent_set_timeouts(bev, NULL, NULL);
-        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-        c->io.bev = NULL;
+        cio_setcb(c->io.conn, NULL, NULL, NULL, NULL);
+        cio_set_timeouts(c->io.conn, NULL, NULL);
+        cio_set_wlow(c->io.conn, 0);
         c->parser_reusable = true; /* the response ended and the connection goes on */
-        upstream_release(c->up, c->host, c->port, c->tls, bev);
+        upstream_release(c->up, c->host, c->port, c->tls, &c->io.conn);
     }
     oh1_close(c, !reuse && !req_done);
 }
@@ -439,7 +459,7 @@ static bool oh1_drain(struct origin_conn *c)
 {
     struct timeval t = {VG_ORIGIN_DRAIN_MS / 1000, (VG_ORIGIN_DRAIN_MS % 1000) * 1000};
 
-    if (c->io.bev == NULL || !c->head_sent || !c->req_ended || c->draining || c->broken ||
+    if (c->io.conn == NULL || !c->head_sent || !c->req_ended || c->draining || c->broken ||
         (c->resp != NULL && c->resp->head.status == 101))
         return false;
     if (c->done) {
@@ -451,15 +471,16 @@ static bool oh1_drain(struct origin_conn *c)
     c->draining = true;
     c->o.cbs = &drain_cbs;
     c->o.arg = c;
-    bufferevent_set_timeouts(c->io.bev, &t, &t);
+    cio_set_timeouts(c->io.conn, &t, &t);
     if (c->rd == ORIGIN_H1_FEEDING || c->rd == ORIGIN_H1_AGAIN) {
         c->rd = ORIGIN_H1_AGAIN; /* cancelled inside the parser loop: it goes on */
         return true;
     }
     c->rd = ORIGIN_H1_READING;
-    bufferevent_enable(c->io.bev, EV_READ);
-    /* what is buffered already is read from the loop, as if it had just arrived */
-    bufferevent_trigger(c->io.bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+    cio_read(c->io.conn, true);
+    /* what is buffered already is read from the loop, as if it had just arrived (with nothing
+     * buffered, a parser paused at the end of the body gets its on_done so) */
+    cio_kick(c->io.conn);
     return true;
 }
 
@@ -476,22 +497,21 @@ static const struct origin_ops oh1_ops = {
     oh1_resume,  oh1_hold, oh1_take,      oh1_release,  oh1_cancel,
 };
 
-int origin_h1_attach(struct origin_conn *c, struct bufferevent *bev, unsigned how)
+int origin_h1_attach(struct origin_conn *c, struct cio *io, unsigned how)
 {
-    c->io.bev = bev;
+    c->io.conn = io;
     c->o.ops = &oh1_ops;
     c->o.route_tunnel = (how & UPSTREAM_VIA_TUNNEL) != 0;
     c->fresh = (how & UPSTREAM_POOLED) == 0;
     c->rd = ORIGIN_H1_HELD;
-    /* many servers close without close_notify; truncation of a Content-Length or chunked body
-     * is still caught by the parser, and an EOF-delimited body can only end this way */
-    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-    if (bufferevent_openssl_get_ssl(bev) != NULL)
-        SSL_set_options(bufferevent_openssl_get_ssl(bev), SSL_OP_IGNORE_UNEXPECTED_EOF);
-    bufferevent_setcb(bev, oh1_read_cb, oh1_write_cb, oh1_event_cb, c);
-    bufferevent_setwatermark(bev, EV_READ, 0, VG_CONN_IN_MAX);
-    bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-    bufferevent_set_timeouts(bev, NULL, NULL);
+    /* many servers close without close_notify (an end of stream for cio); truncation of a
+     * Content-Length or chunked body is still caught by the parser, and an EOF-delimited body
+     * can only end this way */
+    if (cio_ssl(io) != NULL)
+        SSL_set_options(cio_ssl(io), SSL_OP_IGNORE_UNEXPECTED_EOF);
+    cio_setcb(io, oh1_read_cb, oh1_write_cb, oh1_event_cb, c);
+    cio_set_wlow(io, 0);
+    cio_set_timeouts(io, NULL, NULL);
     /* a spare origin brings a reset parser and an empty stage */
     if (c->io.stage == NULL)
         c->io.stage = evbuffer_new();

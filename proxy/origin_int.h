@@ -12,7 +12,7 @@
 
 #include "common/defer.h"
 #include "common/hostname.h"
-#include "proxy/bevio.h"
+#include "proxy/cio.h"
 #include "proxy/h2up.h"
 #include "proxy/origin.h"
 
@@ -22,6 +22,13 @@ enum origin_h1_read {
     ORIGIN_H1_READING,  /* read as it arrives */
     ORIGIN_H1_FEEDING,  /* inside the parser loop (a resume there only asks for another turn) */
     ORIGIN_H1_AGAIN,    /* ... and the exchange resumed inside it: one more turn */
+};
+
+/* An HTTP/1.1 origin's connection and the bytes staged for it. */
+struct origin_h1_io {
+    struct cio *conn;       /* NULL once gone */
+    struct evbuffer *stage; /* the request as produced, sent by cio_push() */
+    bool nocopy; /* stage holds a wiped block (a head with a secret) or chains never pulled up */
 };
 
 /* One request's upstream as origin.c and its adapters see it. */
@@ -40,7 +47,7 @@ struct origin_conn {
     struct defer defer;         /* callbacks of the origin on the stack */
 
     /* HTTP/1.1 (origin_h1.c) */
-    struct bevio io;
+    struct origin_h1_io io;
     struct http1_parser *parser; /* the response parser */
     struct http1_msg *resp;      /* the final response head, once parsed */
     enum origin_h1_read rd;
@@ -94,9 +101,9 @@ static inline void origin_gone(struct origin_conn *c)
         origin_destroy(c);
 }
 
-/* origin_h1.c: c speaks HTTP/1.1 over bev (taken). 0, or -1 when out of memory (cancel frees
+/* origin_h1.c: c speaks HTTP/1.1 over io (taken). 0, or -1 when out of memory (cancel frees
  * what was taken). */
-int origin_h1_attach(struct origin_conn *c, struct bufferevent *bev, unsigned how);
+int origin_h1_attach(struct origin_conn *c, struct cio *io, unsigned how);
 
 /* Ends a draining origin: its connection closed (the worker ends). */
 void origin_h1_drain_stop(struct origin_conn *c);

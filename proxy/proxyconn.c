@@ -44,17 +44,17 @@ static double proxy_elapsed(const struct timespec *t0)
 
 /* ---- tunnel without interception ------------------------------------------------------- */
 
-static void proxy_up_ready(void *arg, struct bufferevent *bev, enum upstream_err err, unsigned how)
+static void proxy_up_ready(void *arg, struct cio *up, enum upstream_err err, unsigned how)
 {
     struct h1conn *c = arg;
     struct tunnel_info ti = {0};
-    struct bufferevent *client;
+    struct bufferevent *client, *bev;
 
     h1_enter(c);
     c->upreq = NULL;
-    if (c->state != H1_S_PEEK || bev == NULL) {
-        if (bev != NULL) {
-            bufferevent_free(bev);
+    if (c->state != H1_S_PEEK || up == NULL) {
+        if (up != NULL) {
+            cio_free(&up);
         } else if (c->state == H1_S_PEEK) {
             /* the 200 is out and the client speaks TLS: closing is the only answer left */
             metrics_upstream_error(c->cc.w->id, metrics_upstream_kind(err));
@@ -77,9 +77,14 @@ static void proxy_up_ready(void *arg, struct bufferevent *bev, enum upstream_err
     dlq_del(&c->timer);
     /* the tunnel's from here, as a bufferevent; the ClientHello and whatever followed it (in
      * its input) go first */
-    client = cio_to_bufferevent(&c->io);
-    if (client == NULL) {
-        bufferevent_free(bev);
+    client = cio_to_bufferevent(&c->io, 0);
+    /* the upstream as a bufferevent too, with deferred callbacks as the tunnel had them */
+    bev = cio_to_bufferevent(&up, BEV_OPT_DEFER_CALLBACKS);
+    if (client == NULL || bev == NULL) {
+        if (client != NULL)
+            bufferevent_free(client);
+        if (bev != NULL)
+            bufferevent_free(bev);
         h1_close(c, "oom");
     } else if (tunnel_start(c->cc.w, &c->link, client, bev, NULL, false, &ti) < 0)
         h1_close(c, "oom");

@@ -14,8 +14,9 @@
  *   out only with X509_V_OK. Sessions are cached per server name so new connections resume.
  * - The callback runs exactly once per upstream_get that returned a handle, never from inside
  *   upstream_get, and never after upstream_cancel. Every phase has a deadline.
- * - Idle pooled connections sit with a read callback that frees them on EOF, data or error, and
- *   a read timeout of pool_idle_timeout; what the pool hands out was alive when last checked.
+ * - Connections are cio (cio.h), TLS handshakes run by cio_connect_tls. Idle pooled connections
+ *   sit with a read callback that frees them on EOF, data or error, and a read timeout of
+ *   pool_idle_timeout; what the pool hands out was alive when last checked.
  *
  * Option parsing and the destination rules for one address live in upstream_rules.c, the pool
  * of idle connections in upstream_pool.c.
@@ -39,7 +40,6 @@
 
 #include <arpa/inet.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/dns.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -123,8 +123,9 @@ static SSL_CTX *client_ctx_new(const char *ca_file, char *err, size_t errlen)
     if (SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1) != 0)
         goto fail;
     /* no SSL_MODE_RELEASE_BUFFERS: kept while a connection is busy, released when a response
-     * streams (bevio_release_always) and after UPSTREAM_POOL_BUF_KEEP_MS in the pool */
-    SSL_CTX_set_read_ahead(ctx, 1); /* consumers call bevio_pull() (bevio.h) */
+     * streams (cio_release_always) and after UPSTREAM_POOL_BUF_KEEP_MS in the pool */
+    SSL_CTX_set_read_ahead(ctx, 1); /* cio reads while SSL_has_pending(); bufferevents made
+                                     * from it are read by consumers that call bevio_pull() */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
     SSL_CTX_sess_set_new_cb(ctx, sess_new_cb);
     return ctx;
@@ -245,6 +246,8 @@ void upstream_ctx_free(struct upstream_ctx **cp)
     if (c->ready_ev != NULL)
         event_free(c->ready_ev);
     upstream_pool_free(&c->pool);
+    /* the loop ends: what the pool and the requests freed is closed now, not in a next turn */
+    cio_base_end(c->base);
     if (c->dns != NULL)
         evdns_base_free(c->dns, 1); /* orphaned queries get their (freeing) callback */
     if (c->ssl_ctx != NULL) {
@@ -275,16 +278,16 @@ bool upstream_pooled(struct upstream_ctx *c, const char *host, int port, int tls
     return upstream_pool_count(c->pool, host, port, tls) > 0;
 }
 
-void upstream_release(struct upstream_ctx *c, const char *host, int port, int tls,
-                      struct bufferevent *bev)
+void upstream_release(struct upstream_ctx *c, const char *host, int port, int tls, struct cio **io)
 {
     char norm[HOSTNAME_BUFSZ];
 
-    if (bev == NULL)
+    if (*io == NULL)
         return;
     if (hostname_normalize(host, strlen(host), norm, sizeof(norm)) < 0 ||
-        upstream_pool_put(c->pool, norm, port, tls, bev) != 0)
-        bufferevent_free(bev);
+        upstream_pool_put(c->pool, norm, port, tls, *io) != 0)
+        cio_free(io);
+    *io = NULL;
 }
 
 /* ---- requests --------------------------------------------------------------------------- */
@@ -330,52 +333,51 @@ static void req_free(struct upstream_req *r)
         event_free(r->timer);
     if (r->fd >= 0)
         evutil_closesocket(r->fd);
-    if (r->bev != NULL) {
+    if (r->conn != NULL) {
         /* A pooled connection that was never delivered is still good. */
         if (r->state != RQ_POOL ||
-            upstream_pool_put(c->pool, r->host, r->port, r->tls, r->bev) != 0)
-            bufferevent_free(r->bev);
+            upstream_pool_put(c->pool, r->host, r->port, r->tls, r->conn) != 0)
+            cio_free(&r->conn);
     }
     free(r->pbuf);
     free(r);
 }
 
 /* Ends the request: frees it, then runs the callback (which may start new requests). */
-void upstream_finish(struct upstream_req *r, struct bufferevent *bev, enum upstream_err err)
+void upstream_finish(struct upstream_req *r, struct cio *io, enum upstream_err err)
 {
     upstream_cb cb = r->cb;
     void *arg = r->arg;
     unsigned how = (r->tunnel ? UPSTREAM_VIA_TUNNEL : 0) |
-                   (bev != NULL && r->state == RQ_POOL ? UPSTREAM_POOLED : 0);
+                   (io != NULL && r->state == RQ_POOL ? UPSTREAM_POOLED : 0);
 
-    if (bev != NULL) {
-        bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
-        bufferevent_set_timeouts(bev, NULL, NULL);
-        bufferevent_enable(bev, EV_READ | EV_WRITE);
+    if (io != NULL) {
+        cio_setcb(io, NULL, NULL, NULL, NULL);
+        cio_set_timeouts(io, NULL, NULL);
+        cio_read(io, true);
     }
-    if (r->bev == bev)
-        r->bev = NULL;
+    if (r->conn == io)
+        r->conn = NULL;
     req_free(r);
-    cb(arg, bev, err, how);
+    cb(arg, io, err, how);
 }
 
 /* The connection on r->fd is established (to the host, or through the proxy's tunnel). */
 void upstream_connected(struct upstream_req *r)
 {
-    struct bufferevent *bev;
+    struct cio *io;
 
     if (r->tls) {
         start_tls(r);
         return;
     }
-    bev = bufferevent_socket_new(r->ctx->base, r->fd,
-                                 BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-    if (bev == NULL) {
+    io = cio_new(r->ctx->base, r->fd); /* owns the socket from here, even when it fails */
+    r->fd = -1;
+    if (io == NULL) {
         upstream_finish(r, NULL, UPSTREAM_ERR_INTERNAL);
         return;
     }
-    r->fd = -1;
-    upstream_finish(r, bev, UPSTREAM_OK);
+    upstream_finish(r, io, UPSTREAM_OK);
 }
 
 static enum upstream_err errno_err(int e)
@@ -459,12 +461,12 @@ static void connect_next(struct upstream_req *r)
 
 /* ---- TLS handshake ------------------------------------------------------------------------ */
 
-static void log_tls_failure(struct upstream_req *r, SSL *ssl, struct bufferevent *bev)
+static void log_tls_failure(struct upstream_req *r, SSL *ssl, struct cio *io)
 {
     struct log_fields f = LOG_FIELDS_INIT;
     char detail[300];
     long vr = ssl != NULL ? SSL_get_verify_result(ssl) : X509_V_OK;
-    unsigned long e = bev != NULL ? bufferevent_get_openssl_error(bev) : 0;
+    unsigned long e = io != NULL ? cio_ssl_error(io) : 0;
 
     if (!log_enabled(LOG_DEBUG)) {
         ERR_clear_error();
@@ -488,20 +490,20 @@ static void log_tls_failure(struct upstream_req *r, SSL *ssl, struct bufferevent
     log_event(LOG_DEBUG, "upstream_tls_failed", &f);
 }
 
-static void tls_event_cb(struct bufferevent *bev, short what, void *arg)
+static void tls_event_cb(struct cio *io, short what, void *arg)
 {
     struct upstream_req *r = arg;
-    SSL *ssl = bufferevent_openssl_get_ssl(bev);
+    SSL *ssl = cio_ssl(io);
 
-    if ((what & BEV_EVENT_CONNECTED) && SSL_get_verify_result(ssl) == X509_V_OK &&
+    if ((what & CIO_CONNECTED) && SSL_get_verify_result(ssl) == X509_V_OK &&
         SSL_get0_peer_certificate(ssl) != NULL) {
         r->ctx->stats.tls_handshakes++;
         if (SSL_session_reused(ssl))
             r->ctx->stats.tls_resumed++;
-        upstream_finish(r, bev, UPSTREAM_OK);
+        upstream_finish(r, io, UPSTREAM_OK);
         return;
     }
-    log_tls_failure(r, ssl, bev);
+    log_tls_failure(r, ssl, io);
     upstream_finish(r, NULL, UPSTREAM_ERR_TLS);
 }
 
@@ -537,16 +539,20 @@ static void start_tls(struct upstream_req *r)
         upstream_finish(r, NULL, UPSTREAM_ERR_INTERNAL);
         return;
     }
-    /* From here the bufferevent owns ssl and fd, even if its creation fails. */
-    r->bev = bufferevent_openssl_socket_new(c->base, r->fd, ssl, BUFFEREVENT_SSL_CONNECTING,
-                                            BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+    /* From here the connection owns fd, and ssl once given, even if either step fails. */
+    r->conn = cio_new(c->base, r->fd);
     r->fd = -1;
-    if (r->bev == NULL) {
+    if (r->conn == NULL) {
+        SSL_free(ssl);
+        upstream_finish(r, NULL, UPSTREAM_ERR_INTERNAL);
+        return;
+    }
+    cio_setcb(r->conn, NULL, NULL, tls_event_cb, r);
+    if (cio_connect_tls(r->conn, ssl) != 0) {
         upstream_finish(r, NULL, UPSTREAM_ERR_INTERNAL);
         return;
     }
     r->state = RQ_TLS;
-    bufferevent_setcb(r->bev, NULL, NULL, tls_event_cb, r);
     if (deadline(r, &c->tls_tv) != 0)
         upstream_finish(r, NULL, UPSTREAM_ERR_INTERNAL);
 }
@@ -661,7 +667,7 @@ static void ready_cb(evutil_socket_t fd, short what, void *arg)
     while ((r = c->ready_head) != NULL && r->rgen == gen) {
         ready_unlink(r);
         if (r->state == RQ_POOL)
-            upstream_finish(r, r->bev, UPSTREAM_OK);
+            upstream_finish(r, r->conn, UPSTREAM_OK);
         else if (r->naddrs == 0)
             upstream_finish(r, NULL, r->early_err);
         else
@@ -771,8 +777,8 @@ struct upstream_req *upstream_get(struct upstream_ctx *c, const char *host, int 
     r->cb = cb;
     r->arg = arg;
     r->tunnel = c->have_proxy;
-    r->bev = upstream_pool_get(c->pool, r->host, port, tls, !retryable);
-    if (r->bev != NULL) {
+    r->conn = upstream_pool_get(c->pool, r->host, port, tls, !retryable);
+    if (r->conn != NULL) {
         r->state = RQ_POOL;
         c->stats.pool_hits++;
         ready_push(r);
@@ -799,9 +805,9 @@ void upstream_cancel(struct upstream_req **rp)
     *rp = NULL;
 }
 
-bool upstream_alpn_h2(struct bufferevent *bev)
+bool upstream_alpn_h2(const struct cio *io)
 {
-    SSL *ssl = bev != NULL ? bufferevent_openssl_get_ssl(bev) : NULL;
+    SSL *ssl = io != NULL ? cio_ssl(io) : NULL;
     const unsigned char *p = NULL;
     unsigned int n = 0;
 

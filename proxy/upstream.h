@@ -13,8 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <event2/bufferevent.h>
 #include <event2/event.h>
+
+#include "proxy/cio.h"
 
 struct sockaddr;
 
@@ -55,6 +56,8 @@ struct upstream_ctx;
 
 struct upstream_ctx *upstream_ctx_new(struct event_base *base, const struct upstream_config *cfg,
                                       char *err, size_t errlen);
+/* Frees the context, its pool and its requests, when the loop ends (the connections freed are
+ * closed at once: cio_base_end). */
 void upstream_ctx_free(struct upstream_ctx **cp);
 
 /* How a delivered connection came (the flags of upstream_cb's how). */
@@ -62,12 +65,12 @@ void upstream_ctx_free(struct upstream_ctx **cp);
 #define UPSTREAM_POOLED     2u /* it served a response before: taken from the pool */
 
 /*
- * Called once with a connected (and, for tls, verified) bufferevent that the caller now owns,
- * or with NULL and the error; how holds UPSTREAM_VIA_TUNNEL and UPSTREAM_POOLED.
- * Never called from inside upstream_get().
+ * Called once with a connected (and, for tls, verified) connection that the caller now owns
+ * (cio.h: reading on, no callbacks, no timeouts; a consumer that needs a bufferevent makes one
+ * with cio_to_bufferevent), or with NULL and the error; how holds UPSTREAM_VIA_TUNNEL and
+ * UPSTREAM_POOLED. Never called from inside upstream_get().
  */
-typedef void (*upstream_cb)(void *arg, struct bufferevent *bev, enum upstream_err err,
-                            unsigned how);
+typedef void (*upstream_cb)(void *arg, struct cio *io, enum upstream_err err, unsigned how);
 
 struct upstream_req;
 
@@ -78,8 +81,8 @@ struct upstream_req;
 #define UPSTREAM_TLS    1
 #define UPSTREAM_TLS_H2 2
 
-/* True when the TLS connection bev negotiated h2. */
-bool upstream_alpn_h2(struct bufferevent *bev);
+/* True when the TLS connection io negotiated h2. */
+bool upstream_alpn_h2(const struct cio *io);
 
 /*
  * Gets a connection to host:port (host normalised; TLS with SNI = host and host-name
@@ -97,10 +100,10 @@ void upstream_cancel(struct upstream_req **rp);
 
 /*
  * Gives a connection that finished a response cleanly back to the pool (the pool owns it
- * afterwards and frees it when it closes or idles out). bev must have no pending input.
+ * afterwards and frees it when it closes or idles out; *io NULL'd). io must have nothing
+ * buffered either way; one that has is freed.
  */
-void upstream_release(struct upstream_ctx *c, const char *host, int port, int tls,
-                      struct bufferevent *bev);
+void upstream_release(struct upstream_ctx *c, const char *host, int port, int tls, struct cio **io);
 
 /* Whether the pool holds an idle connection for (host, port, tls) (host as upstream_get normalises
  * it): upstream_get will then most likely be served from it. Costs a hash lookup. */

@@ -78,15 +78,15 @@ struct upstream_pool *upstream_pool_new(size_t max_per_key, const struct timeval
 void upstream_pool_free(struct upstream_pool **pp);
 
 /*
- * Takes bev (host normalised) if it is clean and there is room: returns 0 and the pool owns bev
- * (and frees it when it closes or idles out). Returns -1 and the caller still owns bev.
+ * Takes io (host normalised) if it is clean and there is room: returns 0 and the pool owns io
+ * (and frees it when it closes or idles out). Returns -1 and the caller still owns io.
  */
-int upstream_pool_put(struct upstream_pool *p, const char *host, int port, int tls,
-                      struct bufferevent *bev);
+int upstream_pool_put(struct upstream_pool *p, const char *host, int port, int tls, struct cio *io);
 
-/* A live idle connection for the key, with no callbacks or timeouts; the caller owns it. */
-struct bufferevent *upstream_pool_get(struct upstream_pool *p, const char *host, int port, int tls,
-                                      bool peek);
+/* A live idle connection for the key, with no callbacks or timeouts and reading on; the caller
+ * owns it. */
+struct cio *upstream_pool_get(struct upstream_pool *p, const char *host, int port, int tls,
+                              bool peek);
 
 size_t upstream_pool_idle(const struct upstream_pool *p);
 /* Idle connections kept for (host, port, tls): no check of them, no allocation. */
@@ -111,12 +111,12 @@ struct sess_slot {
 
 enum req_state {
     RQ_START,      /* on the ready list: dial (pin, literal) or deliver an early error */
-    RQ_POOL,       /* on the ready list: deliver the pooled connection in bev */
+    RQ_POOL,       /* on the ready list: deliver the pooled connection in conn */
     RQ_DNS,        /* waiting for the A / AAAA answers */
     RQ_CONNECT,    /* nonblocking connect in progress on fd */
     RQ_PROXY_SEND, /* writing the CONNECT request to the proxy */
     RQ_PROXY_READ, /* reading the proxy's answer head */
-    RQ_TLS,        /* handshake in progress on bev */
+    RQ_TLS,        /* handshake in progress on conn */
 };
 
 struct dns_query {
@@ -144,7 +144,7 @@ struct upstream_req {
     struct event *timer;         /* deadline of the DNS and TLS phases, created on first use */
     struct event *io;
     evutil_socket_t fd;
-    struct bufferevent *bev;
+    struct cio *conn; /* the connection being delivered (TLS handshake, or pooled) */
     struct dns_query *q4, *q6;
     bool prohibited_seen;
     enum upstream_err last_err;
@@ -179,7 +179,7 @@ struct upstream_ctx {
 };
 
 /* upstream.c */
-void upstream_finish(struct upstream_req *r, struct bufferevent *bev, enum upstream_err err);
+void upstream_finish(struct upstream_req *r, struct cio *io, enum upstream_err err);
 int upstream_wait_fd(struct upstream_req *r, short what, const struct timeval *tv);
 void upstream_connected(struct upstream_req *r);
 

@@ -1,14 +1,13 @@
 /*
  * upstream_pool.c - idle upstream connections of one worker, keyed by (host, port, tls).
  *
- * Guarantees: a pooled connection has empty buffers, read watermarks reset, EV_READ enabled and
- * callbacks that free it on any data, EOF, error or idle timeout, so a server's close is noticed
- * at once; what upstream_pool_get() hands out also passed a non-blocking peek at its socket in
- * the same loop turn. Lookup is a hash over 256 buckets and allocates nothing; each key's slot
- * array starts small and doubles up to max_per_key. Single-threaded: one pool per worker.
+ * Guarantees: a pooled connection (cio.h) has empty buffers, reading on and callbacks that free
+ * it on any data, EOF, error or idle timeout, so a server's close is noticed at once; what
+ * upstream_pool_get() hands out also passed a non-blocking peek at its socket in the same loop
+ * turn. Lookup is a hash over 256 buckets and allocates nothing; each key's slot array starts small
+ * and doubles up to max_per_key. Single-threaded: one pool per worker.
  */
 #include "proxy/upstream_int.h"
-#include "proxy/bevio.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -16,7 +15,6 @@
 #include <string.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 
 #define UPSTREAM_POOL_BUCKETS     256  /* hash buckets (fixed) */
@@ -27,7 +25,7 @@
 struct pool_key;
 
 struct pool_slot {
-    struct bufferevent *bev;
+    struct cio *io;
     struct pool_key *key;
     unsigned gen; /* the pool's release generation when it came in */
     bool bufs;    /* TLS: its record buffers may still be held (pool_release_tick) */
@@ -59,7 +57,7 @@ struct upstream_pool {
 static void pool_key_free(struct pool_key *k)
 {
     for (size_t i = 0; i < k->n; i++)
-        bufferevent_free(k->slots[i].bev);
+        cio_free(&k->slots[i].io);
     free(k->slots);
     free(k);
 }
@@ -136,26 +134,26 @@ static struct pool_key *pool_key_get(struct upstream_pool *p, const char *host, 
     return k;
 }
 
-static void pool_read_cb(struct bufferevent *bev, void *arg);
-static void pool_event_cb(struct bufferevent *bev, short what, void *arg);
+static void pool_read_cb(struct cio *io, void *arg);
+static void pool_event_cb(struct cio *io, short what, void *arg);
 
-/* Takes slot i out of its key (the last slot moves into its place). Returns its bev. */
-static struct bufferevent *pool_take(struct pool_key *k, size_t i)
+/* Takes slot i out of its key (the last slot moves into its place). Returns its connection. */
+static struct cio *pool_take(struct pool_key *k, size_t i)
 {
-    struct bufferevent *bev = k->slots[i].bev;
+    struct cio *io = k->slots[i].io;
 
     if (k->slots[i].bufs)
         k->pool->held--;
     k->n--;
     if (i != k->n) {
         k->slots[i] = k->slots[k->n];
-        bufferevent_setcb(k->slots[i].bev, pool_read_cb, NULL, pool_event_cb, &k->slots[i]);
+        cio_setcb(k->slots[i].io, pool_read_cb, NULL, pool_event_cb, &k->slots[i]);
     }
-    k->slots[k->n].bev = NULL;
+    k->slots[k->n].io = NULL;
     k->pool->idle--;
-    bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
-    bufferevent_set_timeouts(bev, NULL, NULL);
-    return bev;
+    cio_setcb(io, NULL, NULL, NULL, NULL);
+    cio_set_timeouts(io, NULL, NULL);
+    return io;
 }
 
 /*
@@ -164,20 +162,21 @@ static struct bufferevent *pool_take(struct pool_key *k, size_t i)
  * in this loop turn, so look at the input buffer and, with peek, at the socket (one
  * non-blocking peek; a caller that can retry on a fresh connection saves that system call).
  */
-static struct bufferevent *pool_checkout(struct pool_key *k, bool peek)
+static struct cio *pool_checkout(struct pool_key *k, bool peek)
 {
     while (k->n > 0) {
-        struct bufferevent *bev = pool_take(k, k->n - 1);
-        evutil_socket_t fd = bufferevent_getfd(bev);
+        struct cio *io = pool_take(k, k->n - 1);
+        evutil_socket_t fd = cio_fd(io);
         char b;
         ssize_t n = -1;
 
         errno = EAGAIN;
         if (peek)
             n = fd >= 0 ? recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) : 0;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !bevio_has_input(bev))
-            return bev;
-        bufferevent_free(bev);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !cio_has_input(io) &&
+            (cio_ssl(io) == NULL || !SSL_has_pending(cio_ssl(io))))
+            return io;
+        cio_free(&io);
     }
     return NULL;
 }
@@ -187,25 +186,28 @@ static void pool_drop(struct pool_slot *slot)
 {
     struct pool_key *k = slot->key;
 
-    bufferevent_free(pool_take(k, (size_t)(slot - k->slots)));
+    struct cio *io = pool_take(k, (size_t)(slot - k->slots));
+
+    cio_free(&io);
 }
 
-static void pool_read_cb(struct bufferevent *bev, void *arg)
+static void pool_read_cb(struct cio *io, void *arg)
 {
+    (void)io;
     pool_drop(arg);
 }
 
-static void pool_event_cb(struct bufferevent *bev, short what, void *arg)
+static void pool_event_cb(struct cio *io, short what, void *arg)
 {
+    (void)io, (void)what;
     pool_drop(arg);
 }
 
 /*
  * Every UPSTREAM_POOL_BUF_KEEP_MS while connections hold them: the TLS record buffers of those
  * that came in before the previous tick go (1-2 ticks of idleness; a connection reused sooner
- * still has them: no allocation per request). One timer per pool, not per connection: a
- * per-connection timeout would be a deferred bufferevent callback, which could reach the next
- * owner of a connection handed out in the same loop turn.
+ * still has them: no allocation per request). One timer per pool, not per connection: no
+ * timer event per idle connection to add and delete.
  */
 static void pool_release_tick(evutil_socket_t fd, short what, void *arg)
 {
@@ -219,7 +221,7 @@ static void pool_release_tick(evutil_socket_t fd, short what, void *arg)
 
                 if (!s->bufs || s->gen == p->gen)
                     continue;
-                SSL_free_buffers(bufferevent_openssl_get_ssl(s->bev));
+                cio_free_buffers(s->io);
                 s->bufs = false;
                 p->held--;
             }
@@ -242,40 +244,38 @@ static int pool_grow(struct pool_key *k)
     k->cap = cap;
     /* The callbacks point at slots: re-point them at the moved array. */
     for (size_t i = 0; i < k->n; i++)
-        bufferevent_setcb(slots[i].bev, pool_read_cb, NULL, pool_event_cb, &slots[i]);
+        cio_setcb(slots[i].io, pool_read_cb, NULL, pool_event_cb, &slots[i]);
     return 0;
 }
 
-int upstream_pool_put(struct upstream_pool *p, const char *host, int port, int tls,
-                      struct bufferevent *bev)
+int upstream_pool_put(struct upstream_pool *p, const char *host, int port, int tls, struct cio *io)
 {
     struct timeval buf_tv = {0, UPSTREAM_POOL_BUF_KEEP_MS * 1000};
     struct pool_key *k;
     struct pool_slot *slot;
-    SSL *ssl;
+    SSL *ssl = cio_ssl(io);
 
-    if (bevio_has_input(bev) || evbuffer_get_length(bufferevent_get_output(bev)) != 0)
+    if (cio_has_input(io) || cio_queued(io) != 0 || (ssl != NULL && SSL_has_pending(ssl)))
         return -1;
     k = pool_key_get(p, host, port, tls);
     if (k == NULL || k->n >= p->max_per_key || (k->n == k->cap && pool_grow(k) != 0))
         return -1;
     slot = &k->slots[k->n++];
-    slot->bev = bev;
+    slot->io = io;
     slot->key = k;
     slot->gen = p->gen;
-    slot->bufs = (ssl = bufferevent_openssl_get_ssl(bev)) != NULL;
+    slot->bufs = true; /* its evbuffers, and for TLS its record buffers */
     p->idle++;
-    if (slot->bufs) {
+    if (ssl != NULL)
         SSL_clear_mode(ssl, SSL_MODE_RELEASE_BUFFERS); /* set for a response that streamed */
-        if (p->ticker == NULL)
-            p->ticker = evtimer_new(bufferevent_get_base(bev), pool_release_tick, p);
-        if (p->held++ == 0 && p->ticker != NULL)
-            evtimer_add(p->ticker, &buf_tv);
-    }
-    bufferevent_setwatermark(bev, EV_READ | EV_WRITE, 0, 0);
-    bufferevent_setcb(bev, pool_read_cb, NULL, pool_event_cb, slot);
-    bufferevent_set_timeouts(bev, &p->idle_tv, NULL);
-    bufferevent_enable(bev, EV_READ);
+    if (p->ticker == NULL)
+        p->ticker = evtimer_new(cio_base(io), pool_release_tick, p);
+    if (p->held++ == 0 && p->ticker != NULL)
+        evtimer_add(p->ticker, &buf_tv);
+    cio_set_wlow(io, 0);
+    cio_setcb(io, pool_read_cb, NULL, pool_event_cb, slot);
+    cio_set_timeouts(io, &p->idle_tv, NULL);
+    cio_read(io, true);
     return 0;
 }
 
@@ -310,8 +310,8 @@ void upstream_pool_free(struct upstream_pool **pp)
     *pp = NULL;
 }
 
-struct bufferevent *upstream_pool_get(struct upstream_pool *p, const char *host, int port, int tls,
-                                      bool peek)
+struct cio *upstream_pool_get(struct upstream_pool *p, const char *host, int port, int tls,
+                              bool peek)
 {
     struct pool_key *k = pool_find(p, host, port, tls, key_hash(host, port, tls));
 

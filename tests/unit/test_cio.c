@@ -6,7 +6,8 @@
  * (reading stops, resumes once drained), a slow peer (the write event only while output is
  * queued, the write callback when drained, made again after the idle release), read and write
  * timeouts, end of stream and half-close, the in-place TLS upgrade with early bytes and a queued
- * clear answer, the hand-off to a bufferevent with bytes pending both ways, and a free from
+ * clear answer, the client handshake (success, a verification failure with its reason, a
+ * timeout), the hand-off to a bufferevent with bytes pending both ways, and a free from
  * inside a callback.
  */
 #include "common/caps.h"
@@ -545,6 +546,95 @@ START_TEST(test_tls_upgrade_early)
 }
 END_TEST
 
+/* cio_kick: the read callback once from the loop, input or not; none while reading is off. */
+START_TEST(test_kick)
+{
+    fx.drain = false;
+    cio_read(fx.io, true);
+    cio_kick(fx.io);
+    ck_assert_int_eq(fx.reads, 0); /* never inside the call */
+    PUMP_UNTIL(fx.reads == 1);
+    turn();
+    ck_assert_int_eq(fx.reads, 1);
+    cio_read(fx.io, false);
+    cio_kick(fx.io);
+    turn();
+    turn();
+    ck_assert_int_eq(fx.reads, 1);
+}
+END_TEST
+
+/* ---- the client handshake (cio_connect_tls), against a peer that accepts ----------------------
+ */
+
+/* io connects with TLS as a client verifying "cio.test" (trusting the peer's certificate when
+ * trust); the peer's SSL accepts on its socket. */
+static void tls_client_start(bool trust)
+{
+    SSL *ssl;
+
+    fx.sctx = server_ctx();
+    fx.cctx = SSL_CTX_new(TLS_client_method());
+    ck_assert_ptr_nonnull(fx.cctx);
+    SSL_CTX_set_verify(fx.cctx, SSL_VERIFY_PEER, NULL);
+    if (trust)
+        ck_assert_int_eq(
+            X509_STORE_add_cert(SSL_CTX_get_cert_store(fx.cctx), SSL_CTX_get0_certificate(fx.sctx)),
+            1);
+    ssl = SSL_new(fx.cctx);
+    ck_assert_int_eq(SSL_set1_host(ssl, "cio.test"), 1);
+    ck_assert_int_eq(cio_connect_tls(fx.io, ssl), 0);
+    ck_assert_int_eq(fx.events, 0); /* never from inside the call */
+    fx.cssl = SSL_new(fx.sctx);
+    SSL_set_fd(fx.cssl, fx.fd[1]);
+    SSL_set_accept_state(fx.cssl);
+}
+
+START_TEST(test_tls_client_connect)
+{
+    tls_client_start(true);
+    tls_finish();
+    ck_assert_int_eq(fx.events, 1);
+    ck_assert_int_eq(SSL_get_verify_result(cio_ssl(fx.io)), X509_V_OK);
+    ck_assert_ptr_nonnull(SSL_get0_peer_certificate(cio_ssl(fx.io)));
+    push_text("GET");
+    tls_peer_expect("GET", 3);
+    ck_assert_int_eq(SSL_write(fx.cssl, "200", 3), 3);
+    PUMP_UNTIL(evbuffer_get_length(fx.got) == 3);
+    ck_assert(memcmp(evbuffer_pullup(fx.got, -1), "200", 3) == 0);
+}
+END_TEST
+
+/* A certificate the client does not trust: an error with OpenSSL's reason, no CONNECTED. */
+START_TEST(test_tls_client_verify_failure)
+{
+    tls_client_start(false);
+    for (int n = 0; n < PUMP_MAX && fx.events == 0; n++) {
+        (void)SSL_do_handshake(fx.cssl);
+        ERR_clear_error();
+        turn();
+    }
+    ck_assert_int_eq(fx.events, 1);
+    ck_assert_int_eq(fx.what & (CIO_ERROR | CIO_CONNECTED), CIO_ERROR);
+    ck_assert_int_eq(ERR_GET_REASON(cio_ssl_error(fx.io)), SSL_R_CERTIFICATE_VERIFY_FAILED);
+    ck_assert_int_ne(SSL_get_verify_result(cio_ssl(fx.io)), X509_V_OK);
+}
+END_TEST
+
+/* A peer that never answers: the read timeout ends the handshake. */
+START_TEST(test_tls_client_timeout)
+{
+    struct timeval tv = {0, 50 * 1000};
+    char buf[4096];
+
+    cio_set_timeouts(fx.io, &tv, NULL);
+    tls_client_start(true);
+    PUMP_UNTIL(fx.events == 1);
+    ck_assert_int_eq(fx.what, CIO_READING | CIO_TIMEOUT);
+    ck_assert_uint_gt(peer_read(buf, sizeof(buf)), 0); /* the ClientHello went out */
+}
+END_TEST
+
 /* The hand-off: input read so far is in the bufferevent's input, output still queued in its
  * output, and both go on from there. */
 static void bev_read(struct bufferevent *bev, void *arg)
@@ -562,7 +652,7 @@ START_TEST(test_tls_handoff)
     ck_assert_int_eq(SSL_write(fx.cssl, "abc", 3), 3);
     PUMP_UNTIL(evbuffer_get_length(cio_input(fx.io)) == 3);
     push_text("xyz");
-    bev = cio_to_bufferevent(&fx.io);
+    bev = cio_to_bufferevent(&fx.io, 0);
     ck_assert_ptr_null(fx.io);
     ck_assert_ptr_nonnull(bev);
     ck_assert_uint_eq(evbuffer_get_length(bufferevent_get_input(bev)), 3);
@@ -590,7 +680,7 @@ START_TEST(test_plain_handoff)
     PUMP_UNTIL(fx.reads == 1);
     queued = push_until_queued(65536, NULL);
     ck_assert_uint_gt(queued, 0);
-    bev = cio_to_bufferevent(&fx.io);
+    bev = cio_to_bufferevent(&fx.io, 0);
     ck_assert_ptr_nonnull(bev);
     ck_assert_uint_eq(evbuffer_get_length(bufferevent_get_input(bev)), 5);
     ck_assert_uint_eq(evbuffer_get_length(bufferevent_get_output(bev)), queued);
@@ -632,6 +722,10 @@ Suite *suite_cio(void)
     tcase_add_test(tc, test_tls_eof);
     tcase_add_test(tc, test_tls_garbage);
     tcase_add_test(tc, test_tls_upgrade_early);
+    tcase_add_test(tc, test_kick);
+    tcase_add_test(tc, test_tls_client_connect);
+    tcase_add_test(tc, test_tls_client_verify_failure);
+    tcase_add_test(tc, test_tls_client_timeout);
     tcase_add_test(tc, test_tls_handoff);
     tcase_add_test(tc, test_plain_handoff);
     suite_add_tcase(s, tc);

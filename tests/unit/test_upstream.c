@@ -462,18 +462,18 @@ static struct upstream_ctx *make_ctx(const struct opts *o)
 
 struct result {
     int calls;
-    struct bufferevent *bev;
+    struct cio *io; /* the delivered connection */
     enum upstream_err err;
     bool tunnel;
     bool pooled;
 };
 
-static void on_result(void *arg, struct bufferevent *bev, enum upstream_err err, unsigned how)
+static void on_result(void *arg, struct cio *io, enum upstream_err err, unsigned how)
 {
     struct result *r = arg;
 
     r->calls++;
-    r->bev = bev;
+    r->io = io;
     r->err = err;
     r->tunnel = (how & UPSTREAM_VIA_TUNNEL) != 0;
     r->pooled = (how & UPSTREAM_POOLED) != 0;
@@ -502,10 +502,14 @@ static enum upstream_err wait_result(struct result *r)
     for (int i = 0; i < 30 && r->calls == 0; i++)
         run_for(100);
     ck_assert_int_eq(r->calls, 1);
-    if (r->err == UPSTREAM_OK)
-        ck_assert_ptr_nonnull(r->bev);
-    else
-        ck_assert_ptr_null(r->bev);
+    if (r->err == UPSTREAM_OK) {
+        /* delivered reading, with no callbacks and nothing queued */
+        ck_assert_ptr_nonnull(r->io);
+        ck_assert_uint_eq(cio_queued(r->io), 0);
+        ck_assert(!cio_writing(r->io));
+    } else {
+        ck_assert_ptr_null(r->io);
+    }
     return r->err;
 }
 
@@ -520,14 +524,25 @@ static enum upstream_err get(const char *host, int port, bool tls, struct result
     return wait_result(r);
 }
 
-/* Writes msg on bev and waits for the echo. */
-static void echo_check(struct bufferevent *bev, const char *msg)
+/* Sends msg on io (cio_push) and waits for the echo. */
+static void cio_send(struct cio *io, const char *msg)
 {
-    struct evbuffer *in = bufferevent_get_input(bev);
+    struct evbuffer *stage = evbuffer_new();
+
+    ck_assert_ptr_nonnull(stage);
+    evbuffer_add(stage, msg, strlen(msg));
+    cio_push(io, stage, false);
+    ck_assert_uint_eq(evbuffer_get_length(stage), 0);
+    evbuffer_free(stage);
+}
+
+static void echo_check(struct cio *io, const char *msg)
+{
+    struct evbuffer *in = cio_input(io);
     char buf[64];
     size_t n = strlen(msg);
 
-    bufferevent_write(bev, msg, n);
+    cio_send(io, msg);
     for (int i = 0; i < 30 && evbuffer_get_length(in) < n; i++)
         run_for(50);
     ck_assert_uint_eq(evbuffer_get_length(in), n);
@@ -565,9 +580,9 @@ START_TEST(test_pinned_tls_ok)
     ck_assert(!r.tunnel);
     ck_assert_int_eq(fx.tls_accepts, 1);
     ck_assert_int_eq(fx.dns_queries, 0); /* a pin needs no DNS */
-    echo_check(r.bev, "hello over verified TLS");
+    echo_check(r.io, "hello over verified TLS");
     ck_assert_uint_eq(stats().tls_handshakes, 1);
-    bufferevent_free(r.bev);
+    cio_free(&r.io);
 }
 END_TEST
 
@@ -579,7 +594,7 @@ START_TEST(test_host_normalised)
     make_ctx(&o);
     /* Pinned addresses are exempt even when they are loopback in a mapped form. */
     ck_assert_int_eq(get("UPSTREAM.Test.", fx.tls_port, true, &r), UPSTREAM_OK);
-    bufferevent_free(r.bev);
+    cio_free(&r.io);
 }
 END_TEST
 
@@ -687,8 +702,8 @@ START_TEST(test_ip_literal_verified_by_ip)
     make_ctx(&o);
     ck_assert_int_eq(get("127.0.0.1", fx.tls_port, true, &r), UPSTREAM_OK);
     ck_assert_int_eq(fx.dns_queries, 0);
-    echo_check(r.bev, "ip");
-    bufferevent_free(r.bev);
+    echo_check(r.io, "ip");
+    cio_free(&r.io);
 }
 END_TEST
 
@@ -725,8 +740,8 @@ START_TEST(test_plain_connection)
     make_ctx(&o);
     ck_assert_int_eq(get("plain.test", fx.plain_port, false, &r), UPSTREAM_OK);
     ck_assert_int_eq(fx.plain_accepts, 1);
-    echo_check(r.bev, "plain");
-    bufferevent_free(r.bev);
+    echo_check(r.io, "plain");
+    cio_free(&r.io);
 }
 END_TEST
 
@@ -769,8 +784,8 @@ START_TEST(test_dns_allow_private)
     make_ctx(&o);
     ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r), UPSTREAM_OK);
     ck_assert_int_eq(fx.tls_accepts, 1);
-    echo_check(r.bev, "allowed");
-    bufferevent_free(r.bev);
+    echo_check(r.io, "allowed");
+    cio_free(&r.io);
     /* The CIDR covers 127/8 only: 10.0.0.1 and the metadata address stay prohibited. */
     ck_assert_int_eq(get("private.upstream.test", 443, true, &r), UPSTREAM_ERR_PROHIBITED);
     ck_assert_uint_eq(stats().dials, 1);
@@ -787,7 +802,7 @@ START_TEST(test_dns_mixed_skips_prohibited)
     ck_assert_int_eq(get("mixed.upstream.test", fx.tls_port, true, &r), UPSTREAM_OK);
     ck_assert_uint_eq(stats().dials, 1);
     ck_assert_int_eq(fx.tls_accepts, 1);
-    bufferevent_free(r.bev);
+    cio_free(&r.io);
 }
 END_TEST
 
@@ -857,26 +872,27 @@ START_TEST(test_pool_reuse)
 {
     struct opts o = {.pins = {pin("upstream.test", fx.tls_port, "127.0.0.1")}};
     struct result r;
-    struct bufferevent *first;
+    struct cio *first;
 
     make_ctx(&o);
     ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r), UPSTREAM_OK);
     ck_assert(!r.pooled); /* dialled */
-    echo_check(r.bev, "one");
-    first = r.bev;
-    upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, first);
+    echo_check(r.io, "one");
+    first = r.io;
+    upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, &r.io);
+    ck_assert_ptr_null(r.io);
     ck_assert_uint_eq(stats().pool_idle, 1);
     run_for(50);
     /* Another key (plain, other port) does not match. */
     ck_assert_uint_eq(stats().pool_idle, 1);
     ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r), UPSTREAM_OK);
-    ck_assert_ptr_eq(r.bev, first);
+    ck_assert_ptr_eq(r.io, first);
     ck_assert(r.pooled); /* the callback says so: origin_h1 asks for no quick ACK then */
     ck_assert_int_eq(fx.tls_accepts, 1);
     ck_assert_uint_eq(stats().pool_hits, 1);
     ck_assert_uint_eq(stats().pool_idle, 0);
-    echo_check(r.bev, "two");
-    bufferevent_free(r.bev);
+    echo_check(r.io, "two");
+    cio_free(&r.io);
 }
 END_TEST
 
@@ -887,8 +903,8 @@ START_TEST(test_pool_drops_closed)
 
     make_ctx(&o);
     ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r), UPSTREAM_OK);
-    echo_check(r.bev, "x");
-    upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, r.bev);
+    echo_check(r.io, "x");
+    upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, &r.io);
     ck_assert_uint_eq(stats().pool_idle, 1);
     /* The server closes its side; the idle connection notices and leaves the pool. */
     for (int i = 0; i < FX_MAX_CONNS; i++) {
@@ -901,8 +917,8 @@ START_TEST(test_pool_drops_closed)
     ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r), UPSTREAM_OK);
     ck_assert_int_eq(fx.tls_accepts, 2);
     ck_assert_uint_eq(stats().pool_hits, 0);
-    echo_check(r.bev, "fresh");
-    bufferevent_free(r.bev);
+    echo_check(r.io, "fresh");
+    cio_free(&r.io);
 }
 END_TEST
 
@@ -913,8 +929,8 @@ START_TEST(test_pool_checkout_skips_closed)
 
     make_ctx(&o);
     ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r), UPSTREAM_OK);
-    echo_check(r.bev, "x");
-    upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, r.bev);
+    echo_check(r.io, "x");
+    upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, &r.io);
     /* shutdown(2) sends the FIN now; bufferevent_free would close the fd only in the loop. */
     for (int i = 0; i < FX_MAX_CONNS; i++) {
         if (fx.srv[i] != NULL)
@@ -926,8 +942,8 @@ START_TEST(test_pool_checkout_skips_closed)
     ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r), UPSTREAM_OK);
     ck_assert_uint_eq(stats().pool_hits, 0);
     ck_assert_int_eq(fx.tls_accepts, 2);
-    echo_check(r.bev, "fresh");
-    bufferevent_free(r.bev);
+    echo_check(r.io, "fresh");
+    cio_free(&r.io);
 }
 END_TEST
 
@@ -941,8 +957,8 @@ START_TEST(test_pool_idle_timeout_and_cap)
     make_ctx(&o);
     ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r1), UPSTREAM_OK);
     ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r2), UPSTREAM_OK);
-    upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, r1.bev);
-    upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, r2.bev); /* over the cap */
+    upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, &r1.io);
+    upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, &r2.io); /* over the cap */
     ck_assert_uint_eq(stats().pool_idle, 1);
     run_for(500);
     ck_assert_uint_eq(stats().pool_idle, 0);
@@ -953,15 +969,15 @@ START_TEST(test_pool_many_per_key)
 {
     struct opts o = {.pins = {pin("upstream.test", fx.tls_port, "127.0.0.1")}};
     struct result r[6];
-    struct bufferevent *got[5];
+    struct cio *got[5];
 
     make_ctx(&o);
     for (int i = 0; i < 6; i++) {
         ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r[i]), UPSTREAM_OK);
-        echo_check(r[i].bev, "warm");
+        echo_check(r[i].io, "warm");
     }
     for (int i = 0; i < 6; i++)
-        upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, r[i].bev);
+        upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, &r[i].io);
     ck_assert_uint_eq(stats().pool_idle, 6); /* past the first slot array: it grew */
     /* One closes on the server side: it leaves the pool, the others stay usable. */
     srv_close(fx.srv[2]);
@@ -972,7 +988,7 @@ START_TEST(test_pool_many_per_key)
         struct result x;
 
         ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &x), UPSTREAM_OK);
-        got[i] = x.bev;
+        got[i] = x.io;
         for (int j = 0; j < i; j++)
             ck_assert_ptr_ne(got[j], got[i]);
         echo_check(got[i], "reused");
@@ -980,7 +996,7 @@ START_TEST(test_pool_many_per_key)
     ck_assert_uint_eq(stats().pool_hits, 5);
     ck_assert_int_eq(fx.tls_accepts, 6);
     for (int i = 0; i < 5; i++)
-        bufferevent_free(got[i]);
+        cio_free(&got[i]);
 }
 END_TEST
 
@@ -992,11 +1008,11 @@ START_TEST(test_release_with_pending_input_frees)
 
     make_ctx(&o);
     ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r), UPSTREAM_OK);
-    in = bufferevent_get_input(r.bev);
-    bufferevent_write(r.bev, "unread", 6);
+    in = cio_input(r.io);
+    cio_send(r.io, "unread");
     for (int i = 0; i < 30 && evbuffer_get_length(in) < 6; i++)
         run_for(50);
-    upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, r.bev);
+    upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, &r.io);
     ck_assert_uint_eq(stats().pool_idle, 0);
 }
 END_TEST
@@ -1008,14 +1024,14 @@ START_TEST(test_session_resumed)
 
     make_ctx(&o);
     ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r1), UPSTREAM_OK);
-    echo_check(r1.bev, "tickets arrive after the handshake");
+    echo_check(r1.io, "tickets arrive after the handshake");
     ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r2), UPSTREAM_OK);
     ck_assert_int_eq(fx.tls_accepts, 2);
     ck_assert_uint_eq(stats().tls_handshakes, 2);
     ck_assert_uint_eq(stats().tls_resumed, 1);
-    echo_check(r2.bev, "resumed");
-    bufferevent_free(r1.bev);
-    bufferevent_free(r2.bev);
+    echo_check(r2.io, "resumed");
+    cio_free(&r1.io);
+    cio_free(&r2.io);
 }
 END_TEST
 
@@ -1078,7 +1094,7 @@ START_TEST(test_cancel_pool_hit_keeps_connection)
 
     make_ctx(&o);
     ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r), UPSTREAM_OK);
-    upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, r.bev);
+    upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, &r.io);
     req = upstream_get(fx.ctx, "upstream.test", fx.tls_port, true, false, on_result, &r2);
     ck_assert_ptr_nonnull(req);
     ck_assert_int_eq(r2.calls, 0);
@@ -1107,8 +1123,8 @@ START_TEST(test_tunnel_ok)
     ck_assert_str_eq(fx.proxy_head, want);
     ck_assert_int_eq(fx.proxy_accepts, 1);
     ck_assert_int_eq(fx.dns_queries, 0); /* the proxy resolves the target */
-    echo_check(r.bev, "through the tunnel");
-    bufferevent_free(r.bev);
+    echo_check(r.io, "through the tunnel");
+    cio_free(&r.io);
 }
 END_TEST
 
@@ -1186,7 +1202,7 @@ START_TEST(test_own_listener_never_dialled)
     ck_assert_int_eq(fx.tls_accepts, 0);
     /* Another port on the same address is not the listener, and 127/8 is allowed. */
     ck_assert_int_eq(get("127.0.0.1", fx.plain_port, false, &r), UPSTREAM_OK);
-    bufferevent_free(r.bev);
+    cio_free(&r.io);
 }
 END_TEST
 
@@ -1207,7 +1223,7 @@ START_TEST(test_own_wildcard_listener)
     ck_assert_int_eq(get("127.0.0.9", fx.plain_port, false, &r), UPSTREAM_ERR_PROHIBITED);
     ck_assert_int_eq(fx.plain_accepts, 0);
     ck_assert_int_eq(get("127.0.0.1", fx.tls_port, true, &r), UPSTREAM_OK);
-    bufferevent_free(r.bev);
+    cio_free(&r.io);
 }
 END_TEST
 

@@ -19,7 +19,7 @@
 
 /* Timeouts of SPEC §4 the transport keeps, in seconds: the operator's (--timeout) by name, and
  * the transport's own. */
-#define H1_T(c, k)   vg_timeout(&(c)->cc.w->sh->timeouts, (k))
+#define H1_T(c, k)   H1_T_W((c)->cc.w, (k))
 #define H1_T_W(w, k) vg_timeout(&(w)->sh->timeouts, (k))
 #define H1_T_FLUSH   10
 #define H1_T_LINGER  2

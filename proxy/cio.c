@@ -50,6 +50,7 @@ struct cio {
     int wretry; /* the length of an SSL_write to repeat (it wanted to write), or 0 */
     unsigned long ssl_err;
     int sys_err;
+    short unreported; /* an end (CIO_EOF / CIO_ERROR) seen with no event callback set */
     bool has_rtv, has_wtv;
     bool reading;     /* the consumer wants input */
     bool eof;         /* the stream ended or failed: nothing more is read */
@@ -195,6 +196,8 @@ static bool cio_report(struct cio *io, short what)
         cio_update_read(io);
         cio_update_write(io);
     }
+    if (io->event_cb == NULL && (what & (CIO_EOF | CIO_ERROR)))
+        io->unreported = what; /* reported once a callback is set (cio_setcb) */
     if (io->event_cb != NULL && !io->stopped)
         io->event_cb(io, what, io->arg);
     return io->dead || io->stopped;
@@ -340,6 +343,13 @@ static void cio_read_ev(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     if (io->stopped || io->dead)
         return;
+    if (io->unreported != 0 && io->event_cb != NULL) { /* cio_setcb() after an end */
+        short end = io->unreported;
+
+        io->unreported = 0;
+        (void)cio_report(io, end);
+        return;
+    }
     if (what & EV_WRITE) { /* cio_fail_later() */
         (void)cio_report(io, CIO_WRITING | CIO_ERROR);
         return;
@@ -649,6 +659,10 @@ void cio_setcb(struct cio *io, cio_data_cb read_cb, cio_data_cb write_cb, cio_ev
     io->write_cb = write_cb;
     io->event_cb = event_cb;
     io->arg = arg;
+    /* An end that came while no one listened (a pooled connection between its checkout and its
+     * new owner): the new owner hears it from the loop. */
+    if (event_cb != NULL && io->unreported != 0 && !io->stopped && !io->dead)
+        event_active(&io->rev, EV_READ, 1);
 }
 
 void cio_read(struct cio *io, bool on)
@@ -712,6 +726,11 @@ bool cio_has_input(struct cio *io)
 bool cio_writing(const struct cio *io)
 {
     return io->wadded;
+}
+
+bool cio_open(const struct cio *io)
+{
+    return io != NULL && !io->eof && !io->failed && !io->stopped && !io->dead;
 }
 
 SSL *cio_ssl(const struct cio *io)

@@ -63,6 +63,8 @@ int cio_accept_tls(struct cio *io, SSL *ssl);
  */
 int cio_connect_tls(struct cio *io, SSL *ssl);
 
+/* The callbacks (any may be NULL). An end of stream or error that came while the event
+ * callback was NULL is reported to the next one set, from the loop. */
 void cio_setcb(struct cio *io, cio_data_cb read_cb, cio_data_cb write_cb, cio_event_cb event_cb,
                void *arg);
 
@@ -91,6 +93,9 @@ size_t cio_queued(const struct cio *io);
 bool cio_has_input(struct cio *io);
 /* The write event is added: output is queued (or OpenSSL waits to write). */
 bool cio_writing(const struct cio *io);
+/* The stream goes on: no end of stream or error seen (reported or not), not stopped or freed.
+ * A connection that is not open never reads again: it must not be kept for reuse. */
+bool cio_open(const struct cio *io);
 SSL *cio_ssl(const struct cio *io);
 struct event_base *cio_base(const struct cio *io);
 evutil_socket_t cio_fd(const struct cio *io);

@@ -353,7 +353,7 @@ static void oh1_release(struct origin *o, bool req_done)
 {
     struct origin_conn *c = oh1(o);
     SSL *ssl = c->io.conn != NULL ? cio_ssl(c->io.conn) : NULL;
-    bool reuse = req_done && c->io.conn != NULL &&
+    bool reuse = req_done && c->io.conn != NULL && !c->broken &&
                  (!c->head_sent || (c->resp != NULL && c->resp->keep_alive)) &&
                  !cio_has_input(c->io.conn) && oh1_pending(c) == 0 &&
                  (ssl == NULL || !SSL_has_pending(ssl));

@@ -1,7 +1,8 @@
 /*
  * upstream_pool.c - idle upstream connections of one worker, keyed by (host, port, tls).
  *
- * Guarantees: a pooled connection (cio.h) has empty buffers, reading on and callbacks that free
+ * Guarantees: a pooled connection (cio.h) is open (no end of stream seen: one that saw its end
+ * would never report it again), has empty buffers, reading on and callbacks that free
  * it on any data, EOF, error or idle timeout, so a server's close is noticed at once; what
  * upstream_pool_get() hands out also passed a non-blocking peek at its socket in the same loop
  * turn. Lookup is a hash over 256 buckets and allocates nothing; each key's slot array starts small
@@ -173,8 +174,8 @@ static struct cio *pool_checkout(struct pool_key *k, bool peek)
         errno = EAGAIN;
         if (peek)
             n = fd >= 0 ? recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) : 0;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !cio_has_input(io) &&
-            (cio_ssl(io) == NULL || !SSL_has_pending(cio_ssl(io))))
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && cio_open(io) &&
+            !cio_has_input(io) && (cio_ssl(io) == NULL || !SSL_has_pending(cio_ssl(io))))
             return io;
         cio_free(&io);
     }
@@ -255,8 +256,9 @@ int upstream_pool_put(struct upstream_pool *p, const char *host, int port, int t
     struct pool_slot *slot;
     SSL *ssl = cio_ssl(io);
 
-    if (cio_has_input(io) || cio_queued(io) != 0 || (ssl != NULL && SSL_has_pending(ssl)))
-        return -1;
+    if (!cio_open(io) || cio_has_input(io) || cio_queued(io) != 0 ||
+        (ssl != NULL && SSL_has_pending(ssl)))
+        return -1; /* an ended stream would never report the upstream's close: never reused */
     k = pool_key_get(p, host, port, tls);
     if (k == NULL || k->n >= p->max_per_key || (k->n == k->cap && pool_grow(k) != 0))
         return -1;

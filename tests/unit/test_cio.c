@@ -7,8 +7,8 @@
  * queued, the write callback when drained, made again after the idle release), read and write
  * timeouts, end of stream and half-close, the in-place TLS upgrade with early bytes and a queued
  * clear answer, the client handshake (success, a verification failure with its reason, a
- * timeout), the hand-off to a bufferevent with bytes pending both ways, and a free from
- * inside a callback.
+ * timeout), the hand-off to a bufferevent with bytes pending both ways, an end kept for the next
+ * event callback set, and a free from inside a callback.
  */
 #include "common/caps.h"
 #include "proxy/cio.h"
@@ -418,6 +418,28 @@ START_TEST(test_half_close)
 }
 END_TEST
 
+/* The peer closes while no event callback is set (a pooled connection between its checkout
+ * and its new owner): the next callback set hears the end, from the loop, once. */
+START_TEST(test_end_kept_for_next_callback)
+{
+    cio_setcb(fx.io, NULL, NULL, NULL, NULL);
+    cio_read(fx.io, true);
+    ck_assert_int_eq(shutdown(fx.fd[1], SHUT_WR), 0);
+    for (int i = 0; i < 20; i++)
+        turn();
+    ck_assert(!cio_open(fx.io));
+    ck_assert_int_eq(fx.events, 0);
+    cio_setcb(fx.io, on_read, on_write, on_event, NULL);
+    ck_assert_int_eq(fx.events, 0); /* never from inside cio_setcb */
+    PUMP_UNTIL(fx.events == 1);
+    ck_assert_int_eq(fx.what, CIO_READING | CIO_EOF);
+    for (int i = 0; i < 5; i++)
+        turn();
+    ck_assert_int_eq(fx.events, 1);
+    ck_assert_int_eq(fx.reads, 0);
+}
+END_TEST
+
 /* A free from inside the read callback: the rest of the turn does not touch io. */
 START_TEST(test_free_in_callback)
 {
@@ -716,6 +738,7 @@ Suite *suite_cio(void)
     tcase_add_test(tc, test_write_timeout);
     tcase_add_test(tc, test_no_timeout_when_off);
     tcase_add_test(tc, test_half_close);
+    tcase_add_test(tc, test_end_kept_for_next_callback);
     tcase_add_test(tc, test_free_in_callback);
     tcase_add_test(tc, test_tls_read_ahead);
     tcase_add_test(tc, test_tls_backpressure);

@@ -947,6 +947,46 @@ START_TEST(test_pool_checkout_skips_closed)
 }
 END_TEST
 
+/* The owner's event callback saw the upstream's close (or a close without close_notify) and let it
+ * pass (a response already complete): the connection never reads again, so the pool refuses it. */
+static void count_event(struct cio *io, short what, void *arg)
+{
+    (void)io;
+    if (what & (CIO_EOF | CIO_ERROR))
+        ++*(int *)arg;
+}
+
+START_TEST(test_pool_refuses_ended)
+{
+    struct opts o = {.pins = {pin("upstream.test", fx.tls_port, "127.0.0.1")}};
+    struct result r;
+    int eofs = 0;
+
+    make_ctx(&o);
+    ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r), UPSTREAM_OK);
+    echo_check(r.io, "x");
+    ck_assert(cio_open(r.io));
+    cio_setcb(r.io, NULL, NULL, count_event, &eofs);
+    for (int i = 0; i < FX_MAX_CONNS; i++) {
+        if (fx.srv[i] != NULL)
+            srv_close(fx.srv[i]);
+    }
+    for (int i = 0; i < 20 && eofs == 0; i++)
+        run_for(50);
+    ck_assert_int_eq(eofs, 1);
+    ck_assert(!cio_open(r.io));
+    cio_setcb(r.io, NULL, NULL, NULL, NULL);
+    upstream_release(fx.ctx, "upstream.test", fx.tls_port, true, &r.io);
+    ck_assert_ptr_null(r.io);
+    ck_assert_uint_eq(stats().pool_idle, 0);
+    ck_assert_int_eq(get("upstream.test", fx.tls_port, true, &r), UPSTREAM_OK);
+    ck_assert(!r.pooled);
+    ck_assert_int_eq(fx.tls_accepts, 2);
+    echo_check(r.io, "fresh");
+    cio_free(&r.io);
+}
+END_TEST
+
 START_TEST(test_pool_idle_timeout_and_cap)
 {
     struct opts o = {.pins = {pin("upstream.test", fx.tls_port, "127.0.0.1")},
@@ -1371,6 +1411,7 @@ Suite *suite_upstream(void)
     tcase_add_test(tc, test_pool_reuse);
     tcase_add_test(tc, test_pool_drops_closed);
     tcase_add_test(tc, test_pool_checkout_skips_closed);
+    tcase_add_test(tc, test_pool_refuses_ended);
     tcase_add_test(tc, test_pool_idle_timeout_and_cap);
     tcase_add_test(tc, test_pool_many_per_key);
     tcase_add_test(tc, test_release_with_pending_input_frees);

@@ -80,18 +80,26 @@ static size_t cio_len(const struct evbuffer *b)
     return b != NULL ? evbuffer_get_length(b) : 0;
 }
 
-/* The input, made with its callback when missing. NULL when out of memory. */
+/* The input, made when missing. NULL when out of memory. */
 static struct evbuffer *cio_in(struct cio *io)
 {
-    if (io->in != NULL)
-        return io->in;
-    if ((io->in = evbuffer_new()) == NULL)
-        return NULL;
-    if ((io->in_cb = evbuffer_add_cb(io->in, cio_input_cb, io)) == NULL) {
-        evbuffer_free(io->in);
-        io->in = NULL;
-    }
+    if (io->in == NULL)
+        io->in = evbuffer_new();
     return io->in;
+}
+
+/* The input's callback comes and goes with the high-water mark: it is there only while the mark
+ * holds reading off (a drain under it resumes reading), so the adds and drains of every request
+ * run no callback. -1 when out of memory. */
+static int cio_watch_drain(struct cio *io, bool on)
+{
+    if (on && io->in_cb == NULL && io->in != NULL)
+        return (io->in_cb = evbuffer_add_cb(io->in, cio_input_cb, io)) != NULL ? 0 : -1;
+    if (!on && io->in_cb != NULL) {
+        evbuffer_remove_cb_entry(io->in, io->in_cb); /* safe inside the callback itself */
+        io->in_cb = NULL;
+    }
+    return 0;
 }
 
 /* The output, made when missing. NULL when out of memory. */
@@ -111,10 +119,9 @@ static void cio_drop_empty(struct cio *io)
         io->wev = NULL;
     }
     if (io->in != NULL && cio_len(io->in) == 0) {
-        evbuffer_remove_cb_entry(io->in, io->in_cb);
+        (void)cio_watch_drain(io, false);
         evbuffer_free(io->in);
         io->in = NULL;
-        io->in_cb = NULL;
     }
     if (io->out != NULL && cio_len(io->out) == 0) {
         evbuffer_free(io->out);
@@ -141,11 +148,15 @@ static bool cio_want_write(const struct cio *io)
     return io->rd_wants_wr || (cio_len(io->out) > 0 && !io->hs && !io->wr_wants_rd) || io->raw;
 }
 
+static void cio_fail_later(struct cio *io);
+
 /* Adds or deletes rev as cio_want_read() says. Turned on with records in OpenSSL, the read
- * handler runs from the loop without waiting for the socket. */
+ * handler runs from the loop without waiting for the socket. Held off by the high-water mark
+ * alone, the input gets its drain callback. */
 static void cio_update_read(struct cio *io)
 {
     bool want = cio_want_read(io);
+    bool held;
 
     if (want && !io->radded) {
         event_add(&io->rev, io->has_rtv && (!io->hs || io->client) ? &io->rtv : NULL);
@@ -156,6 +167,10 @@ static void cio_update_read(struct cio *io)
         event_del(&io->rev);
         io->radded = false;
     }
+    held = !want && io->reading && !io->eof && !io->stopped && !io->dead && !io->raw &&
+           cio_len(io->in) >= VG_CONN_IN_MAX;
+    if (held != (io->in_cb != NULL) && cio_watch_drain(io, held) < 0)
+        cio_fail_later(io); /* no memory for the callback: reading could never resume */
 }
 
 /* An error to report from the loop (a failed push, no memory for the write event): rev runs
@@ -837,13 +852,12 @@ static void cio_release(struct cio *io, bool keep)
     io->ssl = NULL;
     io->early = NULL; /* the SSL's */
     if (io->in != NULL) {
-        evbuffer_remove_cb_entry(io->in, io->in_cb);
+        (void)cio_watch_drain(io, false);
         evbuffer_free(io->in);
     }
     if (io->out != NULL)
         evbuffer_free(io->out);
     io->in = io->out = NULL;
-    io->in_cb = NULL;
     if (keep)
         io->fd = -1;
     event_assign(&io->rev, io->base, -1, 0, cio_close_ev, io);

@@ -589,8 +589,7 @@ void exchange_free(struct exchange **xp)
     exch_cred_detach(x);
     exch_cred_free(x); /* nothing of the credential is used once the transport let go */
     exch_drop_upstream(x, !clean);
-    if (x->timer != NULL)
-        evtimer_del(x->timer);
+    dlq_del(&x->timer);
     /* the masker goes to the worker's cache when it finished its stream cleanly */
     if (!exch_cred_dynamic(x) && (m = exch_filter_keep(&x->rf)) != NULL)
         exch_mask_give(x->w, &m, x->rule, x->policy_gen);

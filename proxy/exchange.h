@@ -106,10 +106,12 @@ void exch_conn_log(const struct exch_conn *cc, enum log_level lvl, const char *e
                    const char *reason, const char *detail);
 
 /* The exchange's parts of each worker (proxy/modules.c registers them): the memory of ended
- * exchanges kept for the next requests (at most VG_WORKER_EXCHANGES) and the maskers kept
- * between requests, dropped after a reload and at the end (exchange_life.c); the requests parked
- * for a token, woken by the token manager (exchange_cred.c). */
+ * exchanges kept for the next requests (at most VG_WORKER_EXCHANGES), the deadline queues of the
+ * exchanges' timers, made at the start from the run's timeouts, and the maskers kept between
+ * requests, dropped after a reload and at the end (exchange_life.c); the requests parked for a
+ * token, woken by the token manager (exchange_cred.c). */
 extern const struct worker_module exchange_spares_module;
+extern const struct worker_module exchange_timers_module;
 extern const struct worker_module exchange_masks_module;
 extern const struct worker_module exchange_tokens_module;
 

@@ -18,6 +18,7 @@
 #include "policy/inject.h"
 #include "policy/sigv4.h"
 #include "proxy/bevio.h"
+#include "proxy/dlq.h"
 #include "proxy/exchange.h"
 #include "proxy/exchange_filter.h"
 #include "proxy/metrics.h"
@@ -28,16 +29,20 @@
 struct mask_decoder;
 struct grpcmask;
 
-/* Timeouts of SPEC §4 the exchange keeps, in seconds (the operator's, --timeout). */
-#define EXCH_T(x, k) vg_timeout(&(x)->w->sh->timeouts, (k))
+/* Timeouts of SPEC §4 the exchange keeps, in seconds (the operator's, --timeout), of a worker
+ * (the _W forms) or of an exchange's worker. */
+#define EXCH_T_W(w, k) vg_timeout(&(w)->sh->timeouts, (k))
 /* a safety net above upstream.c's own connect and TLS timeouts */
-#define EXCH_T_UP_GET(x) (EXCH_T(x, VG_T_CONNECT) + EXCH_T(x, VG_T_UPSTREAM_HANDSHAKE) + 20)
+#define EXCH_T_UP_GET_W(w) (EXCH_T_W(w, VG_T_CONNECT) + EXCH_T_W(w, VG_T_UPSTREAM_HANDSHAKE) + 20)
 /* how long a request waits for a token: the manager's whole fetch, and a little */
-#define EXCH_T_TOKEN(x)                                                                            \
-    (EXCH_T(x, VG_T_CONNECT) + EXCH_T(x, VG_T_UPSTREAM_HANDSHAKE) + VG_OAUTH_FETCH_EXTRA +         \
+#define EXCH_T_TOKEN_W(w)                                                                          \
+    (EXCH_T_W(w, VG_T_CONNECT) + EXCH_T_W(w, VG_T_UPSTREAM_HANDSHAKE) + VG_OAUTH_FETCH_EXTRA +     \
      VG_OAUTH_WAIT_MAX)
-#define EXCH_HTTPS_PORT 443
-#define EXCH_HTTP_PORT  80
+#define EXCH_T(x, k)     EXCH_T_W((x)->w, k)
+#define EXCH_T_UP_GET(x) EXCH_T_UP_GET_W((x)->w)
+#define EXCH_T_TOKEN(x)  EXCH_T_TOKEN_W((x)->w)
+#define EXCH_HTTPS_PORT  443
+#define EXCH_HTTP_PORT   80
 
 /* The request's progress; exch_set_req() is the one setter (it logs at debug). */
 enum exch_req {
@@ -103,7 +108,8 @@ struct exchange {
     int status;
     struct timespec t_start;
     int64_t bytes_in, bytes_out;
-    struct event *timer;                 /* upstream connect and response head, or a token */
+    struct dlq_entry timer; /* upstream connect and response head, or a token (the worker's
+                               deadline queues, exchange_timers_module) */
     void (*expired)(struct exchange *x); /* the timer's handler; NULL: the upstream's */
 
     /* upstream */
@@ -155,9 +161,9 @@ void exch_fail(struct exchange *x, int status, const char *type, const char *det
 void exch_finish(struct exchange *x, enum exch_end how);
 void exch_drop_upstream(struct exchange *x, bool abort);
 /* Frees the memory of x (what the connection lent was given back by exchange_free), or keeps
- * it (zeroed, with its timer and empty scratch buffer) among the worker's spares. */
+ * it (zeroed, with its empty scratch buffer) among the worker's spares. */
 void exch_destroy(struct exchange *x);
-/* A zeroed exchange for w (a spare, maybe with its timer and scratch buffer), or NULL. */
+/* A zeroed exchange for w (a spare, maybe with its scratch buffer), or NULL. */
 struct exchange *exch_spare_take(struct worker *w);
 /* The worker's spares: made at its start, freed at its end (the module's hooks). */
 

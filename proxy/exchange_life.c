@@ -16,6 +16,8 @@
 #include "proxy/reason.h"
 #include "proxy/worker.h"
 
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,9 +118,9 @@ void exch_leave(struct exchange *x)
         exch_destroy(x);
 }
 
-static void timer_cb(evutil_socket_t fd, short what, void *arg)
+static void timer_cb(struct dlq_entry *e)
 {
-    struct exchange *x = arg;
+    struct exchange *x = (struct exchange *)(void *)((char *)e - offsetof(struct exchange, timer));
 
     exch_enter(x);
     if (x->expired != NULL) {
@@ -132,16 +134,61 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
     exch_leave(x);
 }
 
+/*
+ * The exchange's one timer is an entry in one of its worker's deadline queues (dlq.h), one per
+ * duration an exchange waits: the upstream's connection, the response head, a token. They are
+ * made at the worker's start (exch_timers_init) from the run's timeouts, so arming is two list
+ * operations, never an allocation or a heap operation.
+ */
+static struct dlq *exch_queue(struct worker *w, int seconds)
+{
+    void **st = worker_module_state(w, &exchange_timers_module);
+    struct dlq *q;
+
+    if (st == NULL || *st == NULL)
+        return NULL; /* the worker's end: its queues went first, and no timer runs again */
+    q = dlq_set_get(*st, (int64_t)seconds * 1000);
+    /* Every duration armed here is made by exch_timers_init: a miss is a bug. */
+    if (q == NULL)
+        abort();
+    return q;
+}
+
 void exch_arm(struct exchange *x, int seconds, void (*expired)(struct exchange *x))
 {
-    struct timeval tv = {seconds, 0};
+    struct dlq *q = exch_queue(x->w, seconds);
 
     x->expired = expired;
-    if (x->timer == NULL)
-        x->timer = evtimer_new(x->w->base, timer_cb, x);
-    if (x->timer != NULL)
-        evtimer_add(x->timer, &tv);
+    /* a queue's timer is a pre-made event: adding it fails only on a broken event base */
+    if (q != NULL)
+        (void)dlq_add(q, &x->timer);
 }
+
+static int exch_timers_init(struct worker *w, char *err, size_t errlen)
+{
+    void **st = worker_module_state(w, &exchange_timers_module);
+    const int64_t ms[] = {(int64_t)EXCH_T_UP_GET_W(w) * 1000,
+                          (int64_t)EXCH_T_W(w, VG_T_RESPONSE_HEAD) * 1000,
+                          (int64_t)EXCH_T_TOKEN_W(w) * 1000};
+
+    *st = dlq_set_new(w->base, ms, sizeof(ms) / sizeof(ms[0]), timer_cb);
+    if (*st == NULL) {
+        snprintf(err, errlen, "out of memory for the exchange timers");
+        return -1;
+    }
+    return 0;
+}
+
+static void exch_timers_free(struct worker *w)
+{
+    void **st = worker_module_state(w, &exchange_timers_module);
+
+    if (st != NULL)
+        dlq_set_free((struct dlq_set **)st);
+}
+
+const struct worker_module exchange_timers_module = {
+    .name = "exchtimer", .init = exch_timers_init, .free = exch_timers_free};
 
 void exch_record_refusal(struct exchange *x)
 {
@@ -160,8 +207,7 @@ void exch_finish(struct exchange *x, enum exch_end how)
     if (x->req_state == EXCH_REQ_ENDED || defer_freed(&x->defer))
         return;
     exch_set_req(x, EXCH_REQ_ENDED);
-    if (x->timer != NULL)
-        evtimer_del(x->timer);
+    dlq_del(&x->timer);
     x->ops->finished(x->t, how);
 }
 
@@ -258,7 +304,6 @@ static void exch_spares_free(struct worker *w)
 void exch_destroy(struct exchange *x)
 {
     struct exch_spares *sp = exch_spares(x->w);
-    struct event *timer = x->timer;
     struct evbuffer *scratch = x->rf.scratch;
 
     if (sp != NULL && sp->n < VG_WORKER_EXCHANGES && scratch != NULL &&
@@ -268,16 +313,12 @@ void exch_destroy(struct exchange *x)
         scratch = NULL;
     exch_filter_free(&x->rf);
     policy_unref(&x->policy);
+    dlq_del(&x->timer);
     if (sp == NULL || sp->n >= VG_WORKER_EXCHANGES) {
-        if (timer != NULL)
-            event_free(timer);
         free(x);
         return;
     }
-    if (timer != NULL)
-        evtimer_del(timer);
     explicit_bzero(x, sizeof(*x));
-    x->timer = timer; /* its callback's argument is this memory still */
     x->rf.scratch = scratch;
     sp->x[sp->n++] = x;
 }

@@ -93,8 +93,7 @@ static int resp_ws_head(struct exchange *x, struct http_head *h)
     if (x->ops->head(x->t, h, EXCH_BODY_NONE, 0, false) < 0)
         return -1;
     exch_set_resp(x, EXCH_RESP_SWITCHING);
-    if (x->timer != NULL)
-        evtimer_del(x->timer);
+    dlq_del(&x->timer);
     return 0;
 }
 
@@ -199,8 +198,7 @@ static int resp_on_head(void *arg, struct http1_msg *msg)
         return -1;
     exch_set_resp(x, EXCH_RESP_BODY);
     /* the head arrived: from now on only body idleness counts (the origin's own timeout) */
-    if (x->timer != NULL)
-        evtimer_del(x->timer);
+    dlq_del(&x->timer);
     return 0;
 }
 

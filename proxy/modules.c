@@ -20,8 +20,8 @@
 static const struct worker_module *const modules[] = {
     &ingress_worker_module,  &h1conn_worker_module,   &h1timer_worker_module,
     &dns_worker_module,      &origin_worker_module,   &exchange_spares_module,
-    &exchange_masks_module,  &exchange_tokens_module, &h2up_worker_module,
-    &h2stream_worker_module,
+    &exchange_timers_module, &exchange_masks_module,  &exchange_tokens_module,
+    &h2up_worker_module,     &h2stream_worker_module,
 };
 
 int modules_register(struct worker_shared *sh, char *err, size_t errlen)

@@ -44,7 +44,8 @@
 #        PROXIES="nginx haproxy mitmproxy vaultgate vgwarn" TESTS="mem ka hs rs bulk h2"
 #        VG=path/to/vaultgate (default BUILD_DIR/cli/vaultgate) PERF=/tmp/vg.perf (perf record
 #        -g of vaultgate during each test: PERF.ka, PERF.hs, ...; PERF_ARGS="--call-graph dwarf
-#        -e probe_libc:malloc" for other events than -g's cycles) MEM_NOREQ=1 (idle connections
+#        -e probe_libc:malloc" for other events than -g's cycles; PERF_PROXIES="vaultgate nginx"
+#        records those proxies, the others into PERF.NAME.ka, ...) MEM_NOREQ=1 (idle connections
 #        after the handshake only, no request) MEM_HOOK='cmd' (run while the idle connections are
 #        held, with $MAIN_PID set) VG_THREADS=1 NGX_WORKERS=1 HAP_THREADS=1 (2 each, with
 #        PROXY_CPU=0,1 LOAD_CPU=0,1 LOAD_NICE=10 WRK_THREADS=2, for the two-core run)
@@ -151,13 +152,16 @@ start_vgwarn() { VG_LOG_LEVEL=warn start_vaultgate; }
 TICK=$(getconf CLK_TCK)
 declare -A RPS RPS_CPU CPS CPS_CPU RCPS RCPS_CPU BULK BULK_CPU H2 H2_CPU MEM SYSC ALLOC
 
-# perf_start NAME TEST: perf record -g of vaultgate (not vgwarn) for $SECS s into $PERF.TEST
+# perf_start NAME TEST: perf record -g of each proxy in $PERF_PROXIES (vaultgate by default) for
+# $SECS s: vaultgate into $PERF.TEST, another proxy into $PERF.NAME.TEST (all its processes)
 perf_start() {
-    if [ -n "${PERF:-}" ] && [ "$1" = vaultgate ]; then
-        # shellcheck disable=SC2086 # PERF_ARGS: words for perf record
-        perf record -q ${PERF_ARGS:--g} -p "$MAIN_PID" -o "$PERF.$2" -- sleep "$SECS" \
-            2>/dev/null &
-    fi
+    local out=$PERF.$1.$2 pids
+    [ -n "${PERF:-}" ] || return 0
+    case " ${PERF_PROXIES:-vaultgate} " in *" $1 "*) ;; *) return 0 ;; esac
+    [ "$1" = vaultgate ] && out=$PERF.$2
+    pids=$(proxy_pids | tr -s ' ' ',' | sed 's/,$//')
+    # shellcheck disable=SC2086 # PERF_ARGS: words for perf record
+    perf record -q ${PERF_ARGS:--g} -p "$pids" -o "$out" -- sleep "$SECS" 2>/dev/null &
 }
 # per_cpu C0 C1 COUNT: sets CPU (the proxy's CPU seconds, from ticks C0 -> C1) and PER (COUNT per
 # proxy CPU-second)

@@ -274,6 +274,7 @@ static void setup(void)
     w.base = base;
     w.sh = &sh;
     ck_assert_int_eq(modules_register(&sh, err, sizeof(err)), 0); /* the modules' slots */
+    ck_assert_int_eq(exchange_timers_module.init(&w, err, sizeof(err)), 0);
     w.up = upstream_ctx_new(base, &cfg, err, sizeof(err));
     ck_assert_msg(w.up != NULL, "%s", err);
 }
@@ -281,6 +282,7 @@ static void setup(void)
 static void teardown(void)
 {
     exchange_worker_masks(&w, true); /* the worker's maskers, as worker_free does */
+    exchange_timers_module.free(&w);
     upstream_ctx_free(&w.up);
     for (int i = 0; i < 16; i++) {
         if (up.conns[i] != NULL)
@@ -741,6 +743,7 @@ static void setup_fake(void)
     w.base = base;
     w.sh = &sh;
     ck_assert_int_eq(modules_register(&sh, err, sizeof(err)), 0); /* the modules' slots */
+    ck_assert_int_eq(exchange_timers_module.init(&w, err, sizeof(err)), 0);
     memset(&fo, 0, sizeof(fo));
     fo.sent = evbuffer_new();
 }
@@ -748,6 +751,7 @@ static void setup_fake(void)
 static void teardown_fake(void)
 {
     exchange_worker_masks(&w, true);
+    exchange_timers_module.free(&w);
     policy_unref(&w.policy);
     policy_unref(&sh.policy);
     evbuffer_free(fo.sent);

@@ -52,13 +52,16 @@ static void setup(void)
     w.sh = &sh;
     ck_assert_int_eq(worker_module_add(&sh, &origin_worker_module), 0);
     ck_assert_int_eq(worker_module_add(&sh, &exchange_spares_module), 0);
+    ck_assert_int_eq(worker_module_add(&sh, &exchange_timers_module), 0);
     ck_assert_int_eq(origin_worker_module.init(&w, err, sizeof(err)), 0);
     ck_assert_int_eq(exchange_spares_module.init(&w, err, sizeof(err)), 0);
+    ck_assert_int_eq(exchange_timers_module.init(&w, err, sizeof(err)), 0);
 }
 
 static void teardown(void)
 {
     exchange_spares_module.free(&w);
+    exchange_timers_module.free(&w);
     origin_worker_module.free(&w);
     policy_unref(&w.policy);
     policy_unref(&sh.policy);
@@ -134,14 +137,13 @@ static int on_head(void *arg, struct http1_msg *msg)
 static const struct http1_callbacks req_cb = {on_head, NULL, NULL, NULL};
 
 /* One request to open.test on connection cc, answered by the exchange itself (no origin). */
-static struct exchange *one_request(struct exch_conn *cc, bool *timer_on_new)
+static struct exchange *one_request(struct exch_conn *cc)
 {
     static const char raw[] = "GET / HTTP/1.1\r\nHost: open.test\r\n\r\n";
     struct http1_parser *p = http1_parser_new(HTTP1_REQUEST, &req_cb, NULL);
     struct exchange *x = exchange_new(cc, &t_ops, NULL, NULL), *mem = x;
 
     ck_assert_ptr_nonnull(x);
-    *timer_on_new = x->timer != NULL;
     ck_assert_str_eq(exchange_host(x), "");
     ck_assert(!exchange_responding(x));
     ended = false;
@@ -157,20 +159,22 @@ static struct exchange *one_request(struct exch_conn *cc, bool *timer_on_new)
 
 /* ---- tests -------------------------------------------------------------------------------- */
 
-/* The second exchange is the first's memory, zeroed, with its timer kept (not pending). */
+/* The second exchange is the first's memory, zeroed; the timer armed for the upstream left its
+ * deadline queue when the exchange ended. */
 START_TEST(test_exchange_spare)
 {
     struct exch_conn cc = {.w = &w, .la = &la, .id = 1, .default_port = 80};
     struct exchange *first, *second;
-    bool timer;
+    struct dlq_set **timers = (struct dlq_set **)worker_module_state(&w, &exchange_timers_module);
+    struct dlq *q = dlq_set_get(*timers, (int64_t)EXCH_T_UP_GET_W(&w) * 1000);
 
+    ck_assert_ptr_nonnull(q);
     cc.origins = &none_source;
-    first = one_request(&cc, &timer);
-    ck_assert(!timer); /* new memory */
-    second = one_request(&cc, &timer);
+    first = one_request(&cc);
+    second = one_request(&cc);
     ck_assert_ptr_eq(second, first);
-    ck_assert(timer); /* ... kept: the timer was armed for the upstream */
-    ck_assert(!evtimer_pending(second->timer, NULL));
+    ck_assert(!dlq_armed(&second->timer));
+    ck_assert_uint_eq(dlq_count(q), 0);
     exch_conn_release(&cc);
 }
 END_TEST

@@ -155,9 +155,10 @@ declare -A RPS RPS_CPU CPS CPS_CPU RCPS RCPS_CPU BULK BULK_CPU H2 H2_CPU MEM SYS
 # perf_start NAME TEST: perf record -g of each proxy in $PERF_PROXIES (vaultgate by default) for
 # $SECS s: vaultgate into $PERF.TEST, another proxy into $PERF.NAME.TEST (all its processes)
 perf_start() {
-    local out=$PERF.$1.$2 pids
+    local out pids
     [ -n "${PERF:-}" ] || return 0
     case " ${PERF_PROXIES:-vaultgate} " in *" $1 "*) ;; *) return 0 ;; esac
+    out=$PERF.$1.$2
     [ "$1" = vaultgate ] && out=$PERF.$2
     pids=$(proxy_pids | tr -s ' ' ',' | sed 's/,$//')
     # shellcheck disable=SC2086 # PERF_ARGS: words for perf record

@@ -17,7 +17,6 @@
 #include "proxy/worker.h"
 
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,51 +139,30 @@ static void timer_cb(struct dlq_entry *e)
  * made at the worker's start (exch_timers_init) from the run's timeouts, so arming is two list
  * operations, never an allocation or a heap operation.
  */
-static struct dlq *exch_queue(struct worker *w, int seconds)
-{
-    void **st = worker_module_state(w, &exchange_timers_module);
-    struct dlq *q;
-
-    if (st == NULL || *st == NULL)
-        return NULL; /* the worker's end: its queues went first, and no timer runs again */
-    q = dlq_set_get(*st, (int64_t)seconds * 1000);
-    /* Every duration armed here is made by exch_timers_init: a miss is a bug. */
-    if (q == NULL)
-        abort();
-    return q;
-}
-
 void exch_arm(struct exchange *x, int seconds, void (*expired)(struct exchange *x))
 {
-    struct dlq *q = exch_queue(x->w, seconds);
+    struct dlq *q = worker_dlq(x->w, &exchange_timers_module, (int64_t)seconds * 1000);
 
     x->expired = expired;
-    /* a queue's timer is a pre-made event: adding it fails only on a broken event base */
+    /* a queue's timer is a pre-made event: adding it fails only on a broken event base; no
+     * queue: the worker's end, when no timer runs again */
     if (q != NULL)
         (void)dlq_add(q, &x->timer);
 }
 
 static int exch_timers_init(struct worker *w, char *err, size_t errlen)
 {
-    void **st = worker_module_state(w, &exchange_timers_module);
     const int64_t ms[] = {(int64_t)EXCH_T_UP_GET_W(w) * 1000,
                           (int64_t)EXCH_T_W(w, VG_T_RESPONSE_HEAD) * 1000,
                           (int64_t)EXCH_T_TOKEN_W(w) * 1000};
 
-    *st = dlq_set_new(w->base, ms, sizeof(ms) / sizeof(ms[0]), timer_cb);
-    if (*st == NULL) {
-        snprintf(err, errlen, "out of memory for the exchange timers");
-        return -1;
-    }
-    return 0;
+    return worker_dlq_init(w, &exchange_timers_module, ms, sizeof(ms) / sizeof(ms[0]), timer_cb,
+                           err, errlen);
 }
 
 static void exch_timers_free(struct worker *w)
 {
-    void **st = worker_module_state(w, &exchange_timers_module);
-
-    if (st != NULL)
-        dlq_set_free((struct dlq_set **)st);
+    worker_dlq_free(w, &exchange_timers_module);
 }
 
 const struct worker_module exchange_timers_module = {

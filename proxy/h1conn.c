@@ -80,23 +80,15 @@ void h1_set_state(struct h1conn *c, enum h1_state s)
  */
 static void h1_timer_cb(struct dlq_entry *e);
 
-/* The worker's queue for waits of ms; made at the worker's start (h1_timers_init). */
-static struct dlq *h1_queue(struct worker *w, int64_t ms)
-{
-    void **st = worker_module_state(w, &h1timer_worker_module);
-    struct dlq *q = st != NULL && *st != NULL ? dlq_set_get(*st, ms) : NULL;
-
-    /* Every duration armed below is made by h1_timers_init: a miss is a bug in this file. */
-    if (q == NULL)
-        abort();
-    return q;
-}
-
 /* A queue's timer is a pre-made event: adding it fails only on a broken event base, which
- * nothing here could mend (as with the struct event each connection had before). */
+ * nothing here could mend (as with the struct event each connection had before). No queue: the
+ * worker's end, when no timer runs again. */
 static void h1_wait(struct h1conn *c, int64_t ms)
 {
-    (void)dlq_add(h1_queue(c->cc.w, ms), &c->timer);
+    struct dlq *q = worker_dlq(c->cc.w, &h1timer_worker_module, ms);
+
+    if (q != NULL)
+        (void)dlq_add(q, &c->timer);
 }
 
 void h1_arm(struct h1conn *c, int seconds)
@@ -144,7 +136,6 @@ static void h1_release_buffers(struct h1conn *c)
 
 static int h1_timers_init(struct worker *w, char *err, size_t errlen)
 {
-    void **st = worker_module_state(w, &h1timer_worker_module);
     const int64_t head = (int64_t)H1_T_W(w, VG_T_HEAD) * 1000;
     const int64_t ms[] = {H1_BUF_KEEP_MS,
                           (int64_t)H1_T_W(w, VG_T_IDLE) * 1000 - H1_BUF_KEEP_MS,
@@ -154,20 +145,13 @@ static int h1_timers_init(struct worker *w, char *err, size_t errlen)
                           (int64_t)H1_T_LINGER * 1000,
                           (int64_t)H1_T_PEEK * 1000};
 
-    *st = dlq_set_new(w->base, ms, sizeof(ms) / sizeof(ms[0]), h1_timer_cb);
-    if (*st == NULL) {
-        snprintf(err, errlen, "out of memory for the connection timers");
-        return -1;
-    }
-    return 0;
+    return worker_dlq_init(w, &h1timer_worker_module, ms, sizeof(ms) / sizeof(ms[0]), h1_timer_cb,
+                           err, errlen);
 }
 
 static void h1_timers_free(struct worker *w)
 {
-    void **st = worker_module_state(w, &h1timer_worker_module);
-
-    if (st != NULL)
-        dlq_set_free((struct dlq_set **)st);
+    worker_dlq_free(w, &h1timer_worker_module);
 }
 
 const struct worker_module h1timer_worker_module = {

@@ -149,6 +149,42 @@ void **worker_module_state(struct worker *w, const struct worker_module *m)
     return NULL;
 }
 
+int worker_dlq_init(struct worker *w, const struct worker_module *m, const int64_t *ms, size_t n,
+                    dlq_cb cb, char *err, size_t errlen)
+{
+    void **st = worker_module_state(w, m);
+
+    if (st == NULL) {
+        snprintf(err, errlen, "module %s is not registered", m->name);
+        return -1;
+    }
+    if ((*st = dlq_set_new(w->base, ms, n, cb)) == NULL) {
+        snprintf(err, errlen, "out of memory for the %s deadline queues", m->name);
+        return -1;
+    }
+    return 0;
+}
+
+void worker_dlq_free(struct worker *w, const struct worker_module *m)
+{
+    void **st = worker_module_state(w, m);
+
+    if (st != NULL)
+        dlq_set_free((struct dlq_set **)st);
+}
+
+struct dlq *worker_dlq(struct worker *w, const struct worker_module *m, int64_t ms)
+{
+    void **st = worker_module_state(w, m);
+    struct dlq *q;
+
+    if (st == NULL || *st == NULL)
+        return NULL;
+    if ((q = dlq_set_get(*st, ms)) == NULL)
+        abort(); /* every duration a module arms is one its init made */
+    return q;
+}
+
 /* The module that accepts listeners of kind k, or NULL. */
 static const struct worker_module *module_accepting(const struct worker_shared *sh,
                                                     enum listen_kind k)

@@ -26,6 +26,7 @@
 
 #include "common/timeouts.h"
 #include "policy/policy.h"
+#include "proxy/dlq.h"
 #include "proxy/dns.h"
 #include "proxy/listen.h"
 
@@ -147,6 +148,18 @@ int worker_module_add(struct worker_shared *sh, const struct worker_module *m);
 /* Where m keeps its state on w (NULL until the module puts something there), or NULL when m
  * is not registered. Worker thread (or the main thread in init and free). */
 void **worker_module_state(struct worker *w, const struct worker_module *m);
+
+/*
+ * A module whose state is a set of deadline queues (dlq.h), one per duration its owners wait
+ * (h1conn's connections, the exchanges): worker_dlq_init makes them from ms[n] in the module's
+ * init hook (0, or -1 + err), worker_dlq_free frees them in its free hook, and worker_dlq gives
+ * the queue of a duration: NULL once the set is freed (the worker's end, when no timer runs
+ * again); a duration the set was not made with is a bug, and aborts.
+ */
+int worker_dlq_init(struct worker *w, const struct worker_module *m, const int64_t *ms, size_t n,
+                    dlq_cb cb, char *err, size_t errlen);
+void worker_dlq_free(struct worker *w, const struct worker_module *m);
+struct dlq *worker_dlq(struct worker *w, const struct worker_module *m, int64_t ms);
 
 /* Creates the workers (event base, upstream ctx, listeners on the sockets bound by listen.c,
  * each one accepted by the module that accepts its kind; every module's init) and starts their

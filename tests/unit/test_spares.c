@@ -114,9 +114,22 @@ static void t_finished(void *t, enum exch_end how)
 static const struct exchange_ops t_ops = {t_head, t_body,    t_end,     t_error,
                                           t_room, t_nothing, t_nothing, t_finished};
 
+/* The exchanges waiting in the worker's queue of the upstream-connection timeout. */
+static size_t up_get_waiting(void)
+{
+    struct dlq_set **timers = (struct dlq_set **)worker_module_state(&w, &exchange_timers_module);
+    struct dlq *q = dlq_set_get(*timers, (int64_t)EXCH_T_UP_GET_W(&w) * 1000);
+
+    ck_assert_ptr_nonnull(q);
+    return dlq_count(q);
+}
+
+static size_t waiting_at_get; /* up_get_waiting() when the exchange asked for its origin */
+
 static struct origin *none_get(struct worker *wk, const struct origin_want *want,
                                const struct origin_cbs *cbs, void *arg)
 {
+    waiting_at_get = up_get_waiting();
     return NULL; /* out of memory, as far as the exchange knows */
 }
 
@@ -165,16 +178,17 @@ START_TEST(test_exchange_spare)
 {
     struct exch_conn cc = {.w = &w, .la = &la, .id = 1, .default_port = 80};
     struct exchange *first, *second;
-    struct dlq_set **timers = (struct dlq_set **)worker_module_state(&w, &exchange_timers_module);
-    struct dlq *q = dlq_set_get(*timers, (int64_t)EXCH_T_UP_GET_W(&w) * 1000);
 
-    ck_assert_ptr_nonnull(q);
     cc.origins = &none_source;
     first = one_request(&cc);
+    ck_assert_uint_eq(waiting_at_get, 1); /* armed while the origin was asked for */
+    ck_assert_uint_eq(up_get_waiting(), 0);
+    waiting_at_get = 0;
     second = one_request(&cc);
     ck_assert_ptr_eq(second, first);
+    ck_assert_uint_eq(waiting_at_get, 1);
     ck_assert(!dlq_armed(&second->timer));
-    ck_assert_uint_eq(dlq_count(q), 0);
+    ck_assert_uint_eq(up_get_waiting(), 0);
     exch_conn_release(&cc);
 }
 END_TEST

@@ -33,7 +33,8 @@
 #   hscalls accept4, epoll_ctl, epoll_wait, read, write, recvfrom and sendto per full and per
 #         resumed handshake: perf stat (syscalls:sys_enter_* tracepoints) on the proxy while
 #         hsclient runs as in hs and rs (not in the default TESTS; counts, not rates: they hold
-#         on a loaded machine)
+#         on a loaded machine); HC_EVENTS="probe_libc:malloc probe_libc:free" counts those
+#         perf events per handshake too (any event perf stat knows, by name)
 # and, for the rates, the proxy's own CPU seconds (utime+stime from /proc), so rates are also
 # given per proxy CPU-second: on a small machine the load generator may saturate its core first.
 #
@@ -230,13 +231,16 @@ bench_calls() { # name: system calls and allocations per keep-alive request
     echo "$1 per request: ${SYSC[$1]} system calls, ${ALLOC[$1]} allocations (${n:-0} requests)"
 }
 HC_CALLS="accept4 epoll_ctl epoll_wait read write recvfrom sendto"
-declare -A HC_full_accept4 HC_full_epoll_ctl HC_full_epoll_wait HC_full_read HC_full_write \
-    HC_full_recvfrom HC_full_sendto HC_res_accept4 HC_res_epoll_ctl HC_res_epoll_wait \
-    HC_res_read HC_res_write HC_res_recvfrom HC_res_sendto
+HC_EVENTS=${HC_EVENTS:-}
+# a perf event as it is counted (a system call's tracepoint, or an event of HC_EVENTS as named),
+# and the name of its per-handshake table's variable
+hc_event() { case $1 in *:*) echo "$1" ;; *) echo "syscalls:sys_enter_$1" ;; esac; }
+hc_var() { echo "HC_${1}_${2//[^a-zA-Z0-9_]/_}"; }
+for c in $HC_CALLS $HC_EVENTS; do declare -A "$(hc_var full "$c")" "$(hc_var res "$c")"; done
 bench_hscalls() { # name: system calls per full and per resumed handshake (hsclient)
     local ev kind sp n c line
     command -v perf >/dev/null || return 0
-    ev=$(for c in $HC_CALLS; do printf 'syscalls:sys_enter_%s,' "$c"; done)
+    ev=$(for c in $HC_CALLS $HC_EVENTS; do printf '%s,' "$(hc_event "$c")"; done)
     for kind in full res; do
         perf stat -x, -e "${ev%,}" -p "$(proxy_pids | tr ' ' ',' | sed 's/,*$//')" \
             -o "$W/hscalls.txt" &
@@ -247,11 +251,11 @@ bench_hscalls() { # name: system calls per full and per resumed handshake (hscli
         wait $sp 2>/dev/null || true
         n=$(echo "$HS_LINE" | awk '{ print $2 }')
         line=""
-        for c in $HC_CALLS; do
-            printf -v "HC_${kind}_$c[$1]" '%s' "$(awk -F, -v n="${n:-0}" \
-                -v e="syscalls:sys_enter_$c" '$3 == e { printf "%.2f", (n > 0 ? $1 / n : 0) }' \
+        for c in $HC_CALLS $HC_EVENTS; do
+            printf -v "$(hc_var "$kind" "$c")[$1]" '%s' "$(awk -F, -v n="${n:-0}" \
+                -v e="$(hc_event "$c")" '$3 == e { printf "%.2f", (n > 0 ? $1 / n : 0) }' \
                 "$W/hscalls.txt")"
-            local -n cnt="HC_${kind}_$c"
+            local -n cnt="$(hc_var "$kind" "$c")"
             line+=" $c ${cnt[$1]}"
             unset -n cnt
         done
@@ -463,7 +467,7 @@ row "h2 req/proxy-CPU-s" H2_CPU
 row "idle KiB/conn (lower better)" MEM
 [[ " $TESTS " == *" calls "* ]] && row "syscalls/request" SYSC && row "allocations/request" ALLOC
 if [[ " $TESTS " == *" hscalls "* ]]; then
-    for c in $HC_CALLS; do row "$c/full handshake" "HC_full_$c"; done
-    for c in $HC_CALLS; do row "$c/resumed handshake" "HC_res_$c"; done
+    for c in $HC_CALLS $HC_EVENTS; do row "$c/full handshake" "$(hc_var full "$c")"; done
+    for c in $HC_CALLS $HC_EVENTS; do row "$c/resumed handshake" "$(hc_var res "$c")"; done
 fi
 exit 0

@@ -33,6 +33,7 @@ static void oh1_push(struct origin_conn *c)
         return;
     cio_push(c->io.conn, c->io.stage, c->io.nocopy);
     c->io.nocopy = false; /* the stage is empty now, or moved on whole (chains, not copies) */
+    c->quickack = false;  /* sending turns Linux's delayed ACKs on again */
 }
 
 /* Bytes waiting for the upstream: staged plus queued. */
@@ -46,19 +47,24 @@ static size_t oh1_pending(const struct origin_conn *c)
  * upstream with Nagle on holds a small write (the first server-sent event after the head, the
  * rest of a head written in parts, the head after TLS 1.3 session tickets) until its previous
  * segment is acknowledged; a receiver that has nothing to send back would otherwise delay that
- * ACK. Linux forgets the setting as soon as it sees request/response traffic again, so it is
- * set after each read that leaves a response unfinished (an ACK already due goes out then),
- * and after the first request on a connection dialled for it (the tickets arrive unseen: they
- * make no read). A response read whole in one go, the keep-alive case, costs no system call
- * and no extra segment: its ACK rides on the next request.
+ * ACK. The option takes the socket out of Linux's interactive ("ping-pong") mode, in which a
+ * read does not acknowledge a small segment; the socket stays out of it until it sends again.
+ * So it is set once per response after the request went: at the first read that leaves the
+ * response unfinished (an ACK already due goes out then; every later read that empties the
+ * socket acknowledges by itself), and after the first request on a connection dialled for it
+ * (the tickets arrive unseen: they make no read). A response read whole in one go, the
+ * keep-alive case, costs no system call and no extra segment: its ACK rides on the next
+ * request; a streamed one costs one system call, not one per read.
  */
-static void oh1_quickack(struct cio *io)
+static void oh1_quickack(struct origin_conn *c)
 {
-    evutil_socket_t fd = cio_fd(io);
+    evutil_socket_t fd = cio_fd(c->io.conn);
     int one = 1;
 
-    if (fd >= 0)
-        setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+    if (c->quickack || fd < 0)
+        return;
+    setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+    c->quickack = true;
 }
 
 /* ---- the response parser's callbacks: the exchange's, and what the adapter learns ---------- */
@@ -176,7 +182,7 @@ static void oh1_read_cb(struct cio *io, void *arg)
     origin_enter(c);
     oh1_input(c);
     if (!defer_freed(&c->defer) && !c->done) {
-        oh1_quickack(io); /* the rest is awaited: acknowledge what came */
+        oh1_quickack(c); /* the rest is awaited: acknowledge what came */
         /* a response is streaming (one read whole costs nothing): no buffers held between its
          * reads, however long it lasts (the pool takes the mode off again) */
         if (c->answered)
@@ -310,7 +316,7 @@ static void oh1_resume(struct origin *o)
         return;
     }
     if (c->rd == ORIGIN_H1_HELD && c->resp_bytes == 0 && !c->answered && c->fresh)
-        oh1_quickack(c->io.conn); /* the answer is next: acknowledge at once what arrives now */
+        oh1_quickack(c); /* the answer is next: acknowledge at once what arrives now */
     origin_enter(c);
     oh1_input(c);
     origin_leave(c);

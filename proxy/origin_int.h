@@ -61,6 +61,7 @@ struct origin_conn {
     bool draining;            /* cancelled after the request: the response is read and dropped */
     bool fresh;               /* the connection was dialled for this request (not pooled) */
     bool broken;          /* the parser failed, or the connection saw an EOF, error or timeout */
+    bool quickack;        /* TCP_QUICKACK set since the last push to the connection */
     uint64_t resp_bytes;  /* response bytes parsed */
     uint64_t drain_bytes; /* response body bytes dropped while draining */
     struct origin_conn *drain_prev, *drain_next; /* the worker's draining origins */

@@ -373,7 +373,8 @@ static int parse_field(struct http1_parser *p, const char *l, size_t n, struct h
         rc = check_response_field(p, l, nlen, l + vs, ve - vs, hi);
     if (rc < 0)
         return rc;
-    if (httphead_add(&p->msg.head, l, nlen, l + vs, ve - vs) < 0)
+    /* a token name and a value without control characters: nothing left to check */
+    if (httphead_add_valid(&p->msg.head, l, nlen, l + vs, ve - vs) < 0)
         return http1_fail(p, 431, "head too large");
     return 0;
 }

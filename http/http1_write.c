@@ -372,14 +372,17 @@ static _Thread_local struct {
     size_t n;
 } wiped_kept;
 
-/* evbuffer reference cleanup (and error path): wipe the whole block, then keep or free it. */
+/*
+ * evbuffer reference cleanup (and error path): wipe the head's len bytes, then keep or free the
+ * block. They are the only bytes written to it since it was last wiped (or since malloc: a new
+ * block never held a head), so the whole block is clean again.
+ */
 static void wipe_free(const void *data, size_t len, void *arg)
 {
     struct wiped_block *b = arg;
 
     (void)data;
-    (void)len;
-    OPENSSL_cleanse(b->bytes, b->cap);
+    OPENSSL_cleanse(b->bytes, len);
     if (!VG_ASAN && b->cap == WIPED_KEEP_CAP && wiped_kept.n < WIPED_KEEP_MAX)
         wiped_kept.b[wiped_kept.n++] = b;
     else
@@ -421,7 +424,7 @@ int http1_write_request_head_wiped(struct evbuffer *out, const struct http_head 
         return -1;
     end = request_head_put(b->bytes, h, body, content_length);
     if (evbuffer_add_reference(out, b->bytes, (size_t)(end - b->bytes), wipe_free, b) < 0) {
-        wipe_free(NULL, 0, b);
+        wipe_free(NULL, (size_t)(end - b->bytes), b);
         return -1;
     }
     return 0;

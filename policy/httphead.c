@@ -281,13 +281,19 @@ static int fields_reserve(struct http_head *h)
 
 int httphead_add(struct http_head *h, const char *name, size_t nlen, const char *value, size_t vlen)
 {
+    if (nlen == 0 || !bytes_ok(name, nlen) || memchr(name, ':', nlen) != NULL ||
+        !bytes_ok(value, vlen))
+        return -1;
+    return httphead_add_valid(h, name, nlen, value, vlen);
+}
+
+int httphead_add_valid(struct http_head *h, const char *name, size_t nlen, const char *value,
+                       size_t vlen)
+{
     struct strin in[2] = {{name, nlen, NULL}, {value == NULL ? "" : value, vlen, NULL}};
     struct http_field *f;
     int rc = -1;
 
-    if (nlen == 0 || !bytes_ok(name, nlen) || memchr(name, ':', nlen) != NULL ||
-        !bytes_ok(value, vlen))
-        return -1;
     if (fields_reserve(h) != 0 || arena_make_room(h, in, 2) != 0)
         goto out;
     f = &h->fields[h->nfields++];

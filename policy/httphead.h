@@ -79,9 +79,16 @@ int httphead_set_status_line(struct http_head *h, int version_minor, int status,
 /* Replaces the target (copies). 0 or -1. */
 int httphead_set_target(struct http_head *h, const char *target, size_t tlen);
 
-/* Appends a field (copies both). 0 or -1. */
+/* Appends a field (copies both). 0 or -1 (a NUL, CR or LF in either, a colon in the name, an
+ * empty name, or no room). */
 int httphead_add(struct http_head *h, const char *name, size_t nlen, const char *value,
                  size_t vlen);
+
+/* httphead_add for bytes a parser has already held to the grammar (the name a non-empty
+ * token, the value free of control characters: http/http1.c's parse_field), without checking
+ * them again. 0 or -1 (no room). */
+int httphead_add_valid(struct http_head *h, const char *name, size_t nlen, const char *value,
+                       size_t vlen);
 
 /* Removes every field named name (ASCII case-insensitive). Returns how many were removed. */
 size_t httphead_remove(struct http_head *h, const char *name);

@@ -251,6 +251,39 @@ START_TEST(test_httphead_basics)
 }
 END_TEST
 
+/* NUL, CR and LF are refused wherever they stand in a name or value (the check takes eight
+ * bytes at a time, then the rest); every other byte, the neighbours of those three included,
+ * is taken. */
+START_TEST(test_httphead_refused_bytes)
+{
+    static const unsigned char bad[] = {'\0', '\r', '\n'};
+    static const unsigned char near[] = {0x01, 0x09, 0x0b, 0x0c, 0x0e, 0x7f,
+                                         0x80, 0x8a, 0x8d, 0xff, 0x2d, 0x2c};
+    struct http_head h;
+    char v[40];
+
+    httphead_init(&h);
+    for (size_t len = 1; len <= sizeof(v); len++) {
+        for (size_t at = 0; at < len; at++) {
+            for (size_t k = 0; k < sizeof(bad); k++) {
+                memset(v, 'a', sizeof(v));
+                v[at] = (char)bad[k];
+                ck_assert_int_eq(httphead_add(&h, "X-V", 3, v, len), -1);
+                ck_assert_int_eq(httphead_add(&h, v, len, "x", 1), -1);
+            }
+        }
+    }
+    ck_assert_uint_eq(h.nfields, 0);
+    for (size_t k = 0; k < sizeof(near); k++) {
+        memset(v, near[k], sizeof(v));
+        ck_assert_int_eq(httphead_add(&h, "X-V", 3, v, sizeof(v)), 0);
+        ck_assert_int_eq(httphead_add(&h, "X-V", 3, v, 9), 0);
+    }
+    ck_assert_uint_eq(h.nfields, 2 * sizeof(near));
+    httphead_reset(&h);
+}
+END_TEST
+
 START_TEST(test_httphead_clear)
 {
     struct http_head h;
@@ -518,6 +551,7 @@ Suite *suite_inject(void)
     tcase_add_test(tc, test_inject_token_make);
     tcase_add_test(tc, test_inject_replaced_values);
     tcase_add_test(tc, test_httphead_basics);
+    tcase_add_test(tc, test_httphead_refused_bytes);
     tcase_add_test(tc, test_httphead_clear);
     tcase_add_test(tc, test_httphead_growth);
     tcase_add_test(tc, test_httphead_byte_cap);

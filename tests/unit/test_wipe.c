@@ -168,19 +168,29 @@ START_TEST(test_wiped_head_refused_for_eof_body)
 }
 END_TEST
 
-/* A head's block is kept for the thread's next head once wiped, and given back on release. */
+/* A head's block is kept for the thread's next head once wiped (every byte the head took is
+ * zero, the secret gone), and given back on release. */
 START_TEST(test_wiped_head_block_kept)
 {
     struct http_head h;
     struct evbuffer *b = evbuffer_new();
     size_t keep = VG_ASAN ? 0 : 1; /* under ASan none is kept */
+    struct evbuffer_iovec v;
+    const char *block;
+    size_t len;
 
     http1_write_release_kept();
     head_with_secret(&h);
     ck_assert_int_eq(http1_write_request_head_wiped(b, &h, HTTP1_BODY_LENGTH, 4), 0);
     ck_assert_uint_eq(http1_write_kept(), 0);
+    ck_assert_int_eq(evbuffer_peek(b, -1, NULL, &v, 1), 1);
+    block = v.iov_base;
+    len = v.iov_len;
+    ck_assert(has_canary(block, len));
     evbuffer_drain(b, evbuffer_get_length(b));
     ck_assert_uint_eq(http1_write_kept(), keep);
+    for (size_t i = 0; keep > 0 && i < len; i++) /* the kept block is still ours to read */
+        ck_assert_msg(block[i] == 0, "byte %zu of the kept head not wiped", i);
     ck_assert_int_eq(http1_write_request_head_wiped(b, &h, HTTP1_BODY_LENGTH, 4), 0);
     ck_assert_uint_eq(http1_write_kept(), 0); /* taken again */
     evbuffer_free(b);

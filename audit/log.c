@@ -74,32 +74,39 @@ static int needs_escape(unsigned char c)
     return c < 0x20 || c >= 0x7f || c == '"' || c == '\\';
 }
 
-/* s as a JSON string: runs of plain bytes are copied at once, the rest escaped (\u00XX). */
+/*
+ * s as a JSON string, scanned and copied in one pass (most strings of a line are a few plain
+ * bytes), the rest escaped (\u00XX). At the end of the line's room it stops: an escape is
+ * written whole or not at all.
+ */
 static void put_escaped(struct line *l, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
+    char *w = l->buf + l->len, *const end = l->buf + LOG_LINE_MAX - 2;
+    unsigned char c;
 
-    PUT_LIT(l, "\"");
-    while (*s != '\0') {
-        size_t n = 0;
-
-        while (s[n] != '\0' && !needs_escape((unsigned char)s[n]))
-            n++;
-        put_mem(l, s, n);
-        s += n;
-        if (*s != '\0') {
-            unsigned char c = (unsigned char)*s++;
-            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-
-            if (c == '"' || c == '\\') {
-                e[1] = (char)c;
-                put_mem(l, e, 2);
-            } else {
-                put_mem(l, e, 6);
-            }
+    if (w < end)
+        *w++ = '"';
+    for (; (c = (unsigned char)*s) != '\0' && w < end; s++) {
+        if (!needs_escape(c)) {
+            *w++ = (char)c;
+        } else if (c == '"' || c == '\\') {
+            if (end - w < 2)
+                break;
+            *w++ = '\\';
+            *w++ = (char)c;
+        } else {
+            if (end - w < 6)
+                break;
+            memcpy(w, "\\u00", 4);
+            w[4] = hex[c >> 4];
+            w[5] = hex[c & 15];
+            w += 6;
         }
     }
-    PUT_LIT(l, "\"");
+    if (w < end)
+        *w++ = '"';
+    l->len = (size_t)(w - l->buf);
 }
 
 /* ,"key": - key is a literal (its length known at compile time). */

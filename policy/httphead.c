@@ -313,26 +313,28 @@ int httphead_is_tchar(unsigned char ch)
            (ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
 }
 
-int httphead_name_eq(const char *a, size_t alen, const char *b, size_t blen)
+/* n bytes of a and b equal but for the case of ASCII letters: two bytes that differ must both
+ * be letters and differ only in the case bit. */
+static inline int ci_eq(const char *a, const char *b, size_t n)
 {
-    if (alen != blen)
-        return 0;
-    for (size_t i = 0; i < alen; i++) {
-        unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
+    for (size_t i = 0; i < n; i++) {
+        unsigned int x = (unsigned char)a[i], y = (unsigned char)b[i];
 
-        if (x >= 'A' && x <= 'Z')
-            x = (unsigned char)(x - 'A' + 'a');
-        if (y >= 'A' && y <= 'Z')
-            y = (unsigned char)(y - 'A' + 'a');
-        if (x != y)
+        if (x != y && ((x | 0x20) != (y | 0x20) || (x | 0x20) - 'a' > 'z' - 'a'))
             return 0;
     }
     return 1;
 }
 
-static int name_eq(const struct http_field *f, const char *name, size_t len)
+int httphead_name_eq(const char *a, size_t alen, const char *b, size_t blen)
 {
-    return httphead_name_eq(f->name, f->name_len, name, len);
+    return alen == blen && ci_eq(a, b, alen);
+}
+
+/* The field's name is name (len bytes), ASCII case-insensitive; inlined in the lookups. */
+static inline int name_eq(const struct http_field *f, const char *name, size_t len)
+{
+    return f->name_len == len && ci_eq(f->name, name, len);
 }
 
 size_t httphead_remove(struct http_head *h, const char *name)

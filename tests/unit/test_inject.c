@@ -284,6 +284,26 @@ START_TEST(test_httphead_refused_bytes)
 }
 END_TEST
 
+/* Names compare equal exactly when they differ only in the case of ASCII letters: every pair
+ * of bytes, and a longer name. */
+START_TEST(test_httphead_name_eq_bytes)
+{
+    for (unsigned int x = 0; x < 256; x++) {
+        for (unsigned int y = 0; y < 256; y++) {
+            char a = (char)x, b = (char)y;
+            unsigned int lx = x >= 'A' && x <= 'Z' ? x + 32 : x;
+            unsigned int ly = y >= 'A' && y <= 'Z' ? y + 32 : y;
+
+            ck_assert_int_eq(httphead_name_eq(&a, 1, &b, 1), lx == ly);
+        }
+    }
+    ck_assert(httphead_name_eq("Content-Length", 14, "content-length", 14));
+    ck_assert(!httphead_name_eq("Content-Length", 14, "content-lengtH ", 15));
+    ck_assert(!httphead_name_eq("X-A^b", 5, "x-a~B", 5));
+    ck_assert(!httphead_name_eq("x-[", 3, "X-{", 3));
+}
+END_TEST
+
 START_TEST(test_httphead_clear)
 {
     struct http_head h;
@@ -552,6 +572,7 @@ Suite *suite_inject(void)
     tcase_add_test(tc, test_inject_replaced_values);
     tcase_add_test(tc, test_httphead_basics);
     tcase_add_test(tc, test_httphead_refused_bytes);
+    tcase_add_test(tc, test_httphead_name_eq_bytes);
     tcase_add_test(tc, test_httphead_clear);
     tcase_add_test(tc, test_httphead_growth);
     tcase_add_test(tc, test_httphead_byte_cap);

@@ -148,14 +148,36 @@ static int normalize_dns(const char *in, size_t len, char *out, size_t outsz)
     return HOSTNAME_DNS;
 }
 
+/*
+ * The last name this thread normalised and what it became. A request's host is normalised
+ * three times (the Host field, then the pool's get and release, each given the same bytes), so
+ * the second and third are a compare and a copy.
+ */
+static _Thread_local struct {
+    size_t len; /* of in; 0: nothing kept */
+    int kind;
+    char in[HOSTNAME_BUFSZ];
+    char out[HOSTNAME_BUFSZ];
+} last;
+
 int hostname_normalize(const char *in, size_t len, char *out, size_t outsz)
 {
     int kind;
 
     if (in == NULL || out == NULL || outsz < HOSTNAME_BUFSZ)
         return -1;
+    if (len != 0 && len == last.len && memcmp(in, last.in, len) == 0) {
+        memcpy(out, last.out, strlen(last.out) + 1);
+        return last.kind;
+    }
     kind = normalize_ip(in, len, out, outsz);
-    if (kind > 0)
-        return kind;
-    return normalize_dns(in, len, out, outsz);
+    if (kind <= 0 && (kind = normalize_dns(in, len, out, outsz)) < 0)
+        return -1;
+    if (len < sizeof(last.in)) {
+        memcpy(last.in, in, len);
+        last.len = len;
+        last.kind = kind;
+        memcpy(last.out, out, strlen(out) + 1);
+    }
+    return kind;
 }

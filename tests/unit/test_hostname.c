@@ -106,6 +106,33 @@ START_TEST(test_hostname_normalize)
 }
 END_TEST
 
+/* Every case normalised right after every other (the thread keeps the last name it
+ * normalised): the same kind and name as on its own, a refused one still refused with out
+ * untouched, also right after itself. */
+START_TEST(test_hostname_after_another)
+{
+    size_t n = sizeof(norm_cases) / sizeof(norm_cases[0]);
+
+    for (size_t a = 0; a < n; a++) {
+        for (size_t b = 0; b < n; b++) {
+            for (int rep = 0; rep < 2; rep++) {
+                size_t i = rep == 0 ? b : a, len = strlen(norm_cases[i].in);
+                char out[HOSTNAME_BUFSZ];
+                int kind;
+
+                (void)hostname_normalize(norm_cases[a].in, strlen(norm_cases[a].in), out,
+                                         sizeof(out));
+                strcpy(out, "untouched");
+                kind = hostname_normalize(norm_cases[i].in, len, out, sizeof(out));
+                ck_assert_msg(kind == norm_cases[i].kind, "%s after %s: kind %d", norm_cases[i].in,
+                              norm_cases[a].in, kind);
+                ck_assert_str_eq(out, kind > 0 ? norm_cases[i].out : "untouched");
+            }
+        }
+    }
+}
+END_TEST
+
 /* What is normalised stays so: the IPv4 form of an embedded host normalises to itself. */
 START_TEST(test_hostname_idempotent)
 {
@@ -192,6 +219,7 @@ Suite *suite_hostname(void)
     tcase_add_loop_test(tc, test_hostname_idempotent, 0,
                         (int)(sizeof(norm_cases) / sizeof(norm_cases[0])));
     tcase_add_test(tc, test_hostname_lengths);
+    tcase_add_test(tc, test_hostname_after_another);
     suite_add_tcase(s, tc);
     tc = tcase_create("embedded");
     tcase_add_loop_test(tc, test_hostname_v4_embedded, 0,

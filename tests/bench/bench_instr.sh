@@ -88,6 +88,7 @@ for t in $TESTS; do
             u+=("$(units "$t" "$secs" "$out")")
             i+=("$n")
             if [ -n "${CG_KEEP:-}" ]; then
+                rm -rf "$CG_KEEP/$p.$t.$secs"
                 mkdir -p "$CG_KEEP/$p.$t.$secs"
                 cp "$T"/out/callgrind.* "$CG_KEEP/$p.$t.$secs/" 2>/dev/null || true
             fi

@@ -243,6 +243,32 @@ START_TEST(test_module_order)
 }
 END_TEST
 
+/* Each module's state is its own slot, asked in any order and again (the worker keeps the
+ * last lookups by address: modules whose addresses share a place take turns in it); a module
+ * not registered has none. */
+START_TEST(test_module_state_lookups)
+{
+    static const struct worker_module mods[WORKER_MODULES_MAX];
+    static struct worker wk;
+    static struct worker_shared shx;
+    static const size_t order[] = {3, 0, 15, 7, 8, 1, 9, 3, 14, 2, 0, 4, 12, 5, 11, 6, 10, 13};
+
+    wk.sh = &shx;
+    for (size_t i = 0; i + 1 < WORKER_MODULES_MAX; i++)
+        ck_assert_int_eq(worker_module_add(&shx, &mods[i]), 0);
+    for (int round = 0; round < 3; round++) {
+        for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+            size_t i = order[k];
+
+            if (i + 1 == WORKER_MODULES_MAX)
+                ck_assert_ptr_null(worker_module_state(&wk, &mods[i]));
+            else
+                ck_assert_ptr_eq(worker_module_state(&wk, &mods[i]), &wk.mstate[i]);
+        }
+    }
+}
+END_TEST
+
 /* A failing init fails the start with its error; every module's free still runs, in the
  * reverse order, those whose init never ran included. */
 START_TEST(test_module_init_fails)
@@ -297,6 +323,7 @@ Suite *suite_worker(void)
     tc = tcase_create("modules");
     tcase_add_checked_fixture(tc, mod_setup, mod_teardown);
     tcase_add_test(tc, test_module_order);
+    tcase_add_test(tc, test_module_state_lookups);
     tcase_add_test(tc, test_module_init_fails);
     tcase_add_test(tc, test_module_listener_unclaimed);
     suite_add_tcase(s, tc);

@@ -149,6 +149,37 @@ static int run(enum http1_kind kind, const char *method, const char *in, size_t 
     return status;
 }
 
+/* A control byte at every position of a field value, and a byte that is no token at every
+ * position of a field name, of every length up to 40 (the byte-class scan takes four bytes
+ * per step, then one by one): 400 each time; the same fields without them parse. */
+START_TEST(test_field_bytes_every_position)
+{
+    char in[160], v[41];
+    struct rec r;
+
+    for (size_t len = 1; len < sizeof(v); len++) {
+        for (size_t at = 0; at <= len; at++) {
+            int n;
+
+            memset(v, 'v', len);
+            v[len] = '\0';
+            if (at < len)
+                v[at] = '\x01';
+            n = snprintf(in, sizeof(in), "GET / HTTP/1.1\r\nHost: a.example\r\nX-V: %s\r\n\r\n", v);
+            ck_assert_int_eq(run(HTTP1_REQUEST, NULL, in, (size_t)n, 0, 0, false, &r),
+                             at < len ? 400 : 0);
+            memset(v, 'n', len);
+            v[len] = '\0';
+            if (at < len)
+                v[at] = '(';
+            n = snprintf(in, sizeof(in), "GET / HTTP/1.1\r\nHost: a.example\r\n%s: x\r\n\r\n", v);
+            ck_assert_int_eq(run(HTTP1_REQUEST, NULL, in, (size_t)n, 0, 0, false, &r),
+                             at < len ? 400 : 0);
+        }
+    }
+}
+END_TEST
+
 /* ---- bad requests: one row per SPEC §4 rule and per llhttp 8.1 leniency ---- */
 
 struct bad_case {
@@ -1231,6 +1262,7 @@ Suite *suite_http1(void)
     tcase_add_loop_test(tc, test_bad_request, 0, sizeof(bad_requests) / sizeof(bad_requests[0]));
     tcase_add_loop_test(tc, test_good_request, 0, sizeof(good_requests) / sizeof(good_requests[0]));
     tcase_add_test(tc, test_caps);
+    tcase_add_test(tc, test_field_bytes_every_position);
     tcase_add_test(tc, test_pause_resume);
     tcase_add_test(tc, test_callback_abort_and_sticky_error);
     tcase_add_test(tc, test_reset_after_upgrade_and_close);

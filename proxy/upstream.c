@@ -104,6 +104,10 @@ static void ssl_err_text(char *buf, size_t len)
         snprintf(buf, len, "unknown error");
 }
 
+/* Read-ahead buffer of an upstream TLS connection: up to four records per read(2) when an
+ * answer streams faster than it is passed on. */
+#define UPSTREAM_READ_BUF (4 * 16384 + 1024)
+
 static SSL_CTX *client_ctx_new(const char *ca_file, char *err, size_t errlen)
 {
     static const unsigned char alpn[] = "\x08http/1.1";
@@ -126,6 +130,7 @@ static SSL_CTX *client_ctx_new(const char *ca_file, char *err, size_t errlen)
      * streams (cio_release_always) and after UPSTREAM_POOL_BUF_KEEP_MS in the pool */
     SSL_CTX_set_read_ahead(ctx, 1); /* cio reads while SSL_has_pending(); bufferevents made
                                      * from it are read by consumers that call bevio_pull() */
+    SSL_CTX_set_default_read_buffer_len(ctx, UPSTREAM_READ_BUF);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
     SSL_CTX_sess_set_new_cb(ctx, sess_new_cb);
     return ctx;

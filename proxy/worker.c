@@ -142,18 +142,9 @@ int worker_module_add(struct worker_shared *sh, const struct worker_module *m)
 
 void **worker_module_state(struct worker *w, const struct worker_module *m)
 {
-    /* Fibonacci hashing: the top bits of the address times 2^64 / phi (module structs are
-     * aligned alike, so their low bits say little) */
-    size_t h = (size_t)(((uint64_t)(uintptr_t)m * UINT64_C(0x9E3779B97F4A7C15)) >> 61);
-
-    if (w->mcache[h].m == m)
-        return w->mcache[h].st;
     for (size_t i = 0; i < w->sh->nmodules; i++) {
-        if (w->sh->modules[i] == m) {
-            w->mcache[h].m = m;
-            w->mcache[h].st = &w->mstate[i];
+        if (w->sh->modules[i] == m)
             return &w->mstate[i];
-        }
     }
     return NULL;
 }

@@ -43,7 +43,6 @@ struct oauth;
 
 /* Modules a run may register (worker_module_add). */
 #define WORKER_MODULES_MAX 16
-#define WORKER_MCACHE      8 /* struct worker.mcache: 2^3 places (worker_module_state) */
 
 /*
  * A part of the proxy that accepts on the workers' listeners or keeps state on each worker.
@@ -135,12 +134,6 @@ struct worker {
     int oauth_fd; /* eventfd: the token manager says a token arrived or its endpoint failed */
     struct event *oauth_ev;
     void *mstate[WORKER_MODULES_MAX]; /* each registered module's state (worker_module_state) */
-    /* the modules last looked up, by their address's hash: a request asks a few of them several
-     * times (worker_module_state) */
-    struct {
-        const struct worker_module *m;
-        void **st;
-    } mcache[WORKER_MCACHE];
     bool draining;
     struct event *log_flush_ev;
     struct worker_startup *startup; /* until the loop runs: worker_start_all waits on it */

@@ -243,9 +243,8 @@ START_TEST(test_module_order)
 }
 END_TEST
 
-/* Each module's state is its own slot, asked in any order and again (the worker keeps the
- * last lookups by address: modules whose addresses share a place take turns in it); a module
- * not registered has none. */
+/* Each module's state is its own slot, asked in any order and again; a module not registered
+ * has none. */
 START_TEST(test_module_state_lookups)
 {
     static const struct worker_module mods[WORKER_MODULES_MAX];

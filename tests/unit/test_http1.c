@@ -149,32 +149,33 @@ static int run(enum http1_kind kind, const char *method, const char *in, size_t 
     return status;
 }
 
+/* The status of a request with one extra field whose value (or, with in_name, whose name) is
+ * len bytes of fill with byte bad at position at (none when at == len): 0 when it parsed. */
+static int field_status(bool in_name, char fill, char bad, size_t len, size_t at)
+{
+    char in[160], v[41];
+    struct rec r;
+    int n;
+
+    memset(v, fill, len);
+    v[len] = '\0';
+    if (at < len)
+        v[at] = bad;
+    n = in_name
+            ? snprintf(in, sizeof(in), "GET / HTTP/1.1\r\nHost: a.example\r\n%s: x\r\n\r\n", v)
+            : snprintf(in, sizeof(in), "GET / HTTP/1.1\r\nHost: a.example\r\nX-V: %s\r\n\r\n", v);
+    return run(HTTP1_REQUEST, NULL, in, (size_t)n, 0, 0, false, &r);
+}
+
 /* A control byte at every position of a field value, and a byte that is no token at every
  * position of a field name, of every length up to 40 (the byte-class scan takes four bytes
  * per step, then one by one): 400 each time; the same fields without them parse. */
 START_TEST(test_field_bytes_every_position)
 {
-    char in[160], v[41];
-    struct rec r;
-
-    for (size_t len = 1; len < sizeof(v); len++) {
+    for (size_t len = 1; len <= 40; len++) {
         for (size_t at = 0; at <= len; at++) {
-            int n;
-
-            memset(v, 'v', len);
-            v[len] = '\0';
-            if (at < len)
-                v[at] = '\x01';
-            n = snprintf(in, sizeof(in), "GET / HTTP/1.1\r\nHost: a.example\r\nX-V: %s\r\n\r\n", v);
-            ck_assert_int_eq(run(HTTP1_REQUEST, NULL, in, (size_t)n, 0, 0, false, &r),
-                             at < len ? 400 : 0);
-            memset(v, 'n', len);
-            v[len] = '\0';
-            if (at < len)
-                v[at] = '(';
-            n = snprintf(in, sizeof(in), "GET / HTTP/1.1\r\nHost: a.example\r\n%s: x\r\n\r\n", v);
-            ck_assert_int_eq(run(HTTP1_REQUEST, NULL, in, (size_t)n, 0, 0, false, &r),
-                             at < len ? 400 : 0);
+            ck_assert_int_eq(field_status(false, 'v', '\x01', len, at), at < len ? 400 : 0);
+            ck_assert_int_eq(field_status(true, 'n', '(', len, at), at < len ? 400 : 0);
         }
     }
 }

@@ -50,6 +50,9 @@
 #        after the handshake only, no request) MEM_HOOK='cmd' (run while the idle connections are
 #        held, with $MAIN_PID set) VG_THREADS=1 NGX_WORKERS=1 HAP_THREADS=1 (2 each, with
 #        PROXY_CPU=0,1 LOAD_CPU=0,1 LOAD_NICE=10 WRK_THREADS=2, for the two-core run)
+#        NGX_SUITES="TLS_AES_128_GCM_SHA256:..." (the TLS 1.3 suites nginx prefers, towards the
+#        client and the upstream; default OpenSSL's, so nginx serves the client's first choice,
+#        TLS_AES_256_GCM_SHA384; each proxy's negotiated suite is printed when it first starts)
 #        INTERLEAVE=1 (each test on every proxy in turn, each proxy freshly started for it,
 #        instead of every test on one proxy before the next: a test's ratios then compare runs
 #        minutes apart, not a whole proxy's series apart, on a machine whose speed drifts)
@@ -151,7 +154,7 @@ load_gen() { nice -n "${LOAD_NICE:-0}" taskset -c "$LOAD_CPU" "$@"; }
 start_vgwarn() { VG_LOG_LEVEL=warn start_vaultgate; }
 
 TICK=$(getconf CLK_TCK)
-declare -A RPS RPS_CPU CPS CPS_CPU RCPS RCPS_CPU BULK BULK_CPU H2 H2_CPU MEM SYSC ALLOC
+declare -A SUITE RPS RPS_CPU CPS CPS_CPU RCPS RCPS_CPU BULK BULK_CPU H2 H2_CPU MEM SYSC ALLOC
 
 # perf_start NAME TEST: perf record -g of each proxy in $PERF_PROXIES (vaultgate by default) for
 # $SECS s: vaultgate into $PERF.TEST, another proxy into $PERF.NAME.TEST (all its processes)
@@ -366,6 +369,10 @@ proxy_up() {
         return 1
     fi
     for i in 1 2 3 4 5; do get >/dev/null; done
+    [ -n "${SUITE[$1]:-}" ] && return 0
+    SUITE[$1]=$(timeout 5 openssl s_client -connect "127.0.0.1:$PORT" -servername 127.0.0.1 \
+        </dev/null 2>/dev/null | awk '/^New, / { print $2, $NF; exit }' || true)
+    echo "$1 TLS towards the client: ${SUITE[$1]:-unknown}"
 }
 proxy_down() { # NAME
     vg_col "$1" && grep -q '"level":"error"' "$W/vg.stderr" &&

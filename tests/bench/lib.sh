@@ -95,7 +95,9 @@ NGINX
 # "Authorization: Bearer $SECRET" towards $UP_ADDR:443 (verified against ca.pem as
 # api.example.test) on keep-alive connections, and sets MAIN_PID. Clients name the proxy
 # ${PX_HOST:-127.0.0.1} (SNI). Knobs: NGX_LISTEN (flags of nginx's listen directive),
-# NGX_KEEPALIVE (idle upstream connections nginx keeps, default 64), NGX_WORKERS and HAP_THREADS
+# NGX_KEEPALIVE (idle upstream connections nginx keeps, default 64), NGX_SUITES (TLS 1.3 suites
+# nginx prefers, both ways, e.g. vaultgate's order "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:
+# TLS_CHACHA20_POLY1305_SHA256"; default: OpenSSL's order, the client's choice), NGX_WORKERS and HAP_THREADS
 # (default 1; the proxies are pinned to $PROXY_CPU, which may name several CPUs), HAP_BIND and HAP_SERVER
 # (options of haproxy's bind and server lines), VG_AUDIT (vaultgate's --audit, default off),
 # VG_LOG_LEVEL (default info), VG_THREADS (default 1), VG_ADMIN (its admin port, default a free
@@ -118,6 +120,7 @@ http {
         ssl_certificate_key $W/px.key;
         ssl_protocols TLSv1.2 TLSv1.3;
         ssl_session_tickets on;
+        ${NGX_SUITES:+ssl_prefer_server_ciphers on; ssl_conf_command Ciphersuites $NGX_SUITES;}
         location / {
             proxy_pass https://up;
             proxy_http_version 1.1;
@@ -129,6 +132,7 @@ http {
             proxy_ssl_name api.example.test;
             proxy_ssl_server_name on;
             proxy_ssl_session_reuse on;
+            ${NGX_SUITES:+proxy_ssl_conf_command Ciphersuites $NGX_SUITES;}
         }
     }
 }

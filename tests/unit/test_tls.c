@@ -8,7 +8,8 @@
  * handshake issues a new ticket, so such a client resumes every time and no leaf is asked for;
  * the used ticket is not offered again; TLS 1.2: a resumed handshake issues no ticket and the
  * same session resumes again; a ticket the keys do not open means a full handshake and a new
- * ticket; the name decision runs on resumed handshakes too and can refuse them.
+ * ticket; the name decision runs on resumed handshakes too and can refuse them. The suite
+ * served for each kind of offer, TLS 1.3 and 1.2.
  */
 #include "proxy/tls.h"
 
@@ -35,6 +36,7 @@ static struct {
     EVP_PKEY *key;
     X509 *cert;
     SSL_CTX *cctx;
+    char suite[64];      /* the suite of the last connection that completed its handshake */
     int tickets;         /* new sessions the client received */
     SSL_SESSION *latest; /* the newest of them */
 } fx;
@@ -161,6 +163,7 @@ static int connect_once(SSL_CTX *sctx, struct hello *o, int version, SSL_SESSION
     ck_assert_int_eq(SSL_write(s, "x", 1), 1);
     ck_assert_int_eq(SSL_read(c, &byte, 1), 1);
     ck_assert_int_eq(byte, 'x');
+    snprintf(fx.suite, sizeof(fx.suite), "%s", SSL_CIPHER_get_name(SSL_get_current_cipher(c)));
     ret = SSL_session_reused(c) ? 1 : 0;
     ck_assert_int_eq(SSL_session_reused(s), ret);
     SSL_shutdown(c); /* a session not shut down is marked not resumable when freed */
@@ -278,6 +281,42 @@ START_TEST(test_resumed_handshake_refused)
 }
 END_TEST
 
+/* The suite served for what a client offers: AES-128-GCM before OpenSSL's own first choice
+ * (AES-256-GCM), ChaCha20 to a client that lists it first, the client's only suite when it
+ * offers one; the same under TLS 1.2. */
+static const struct {
+    int version;
+    const char *offer; /* NULL: OpenSSL's default order */
+    const char *want;
+} suite_cases[] = {
+    {TLS1_3_VERSION, NULL, "TLS_AES_128_GCM_SHA256"},
+    {TLS1_3_VERSION, "TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"},
+    {TLS1_3_VERSION, "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256",
+     "TLS_CHACHA20_POLY1305_SHA256"},
+    {TLS1_3_VERSION, "TLS_AES_256_GCM_SHA384", "TLS_AES_256_GCM_SHA384"},
+    {TLS1_2_VERSION, NULL, "ECDHE-ECDSA-AES128-GCM-SHA256"},
+    {TLS1_2_VERSION, "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-GCM-SHA256",
+     "ECDHE-ECDSA-CHACHA20-POLY1305"},
+};
+
+START_TEST(test_suite_order)
+{
+    SSL_CTX *sctx = server_ctx();
+    struct hello o = hello_new();
+    int got = 0, ok;
+
+    if (suite_cases[_i].offer != NULL && suite_cases[_i].version == TLS1_3_VERSION)
+        ck_assert_int_eq(SSL_CTX_set_ciphersuites(fx.cctx, suite_cases[_i].offer), 1);
+    if (suite_cases[_i].offer != NULL && suite_cases[_i].version == TLS1_2_VERSION)
+        ck_assert_int_eq(SSL_CTX_set_cipher_list(fx.cctx, suite_cases[_i].offer), 1);
+    ok = connect_once(sctx, &o, suite_cases[_i].version, NULL, &got);
+    ck_assert_int_eq(ok, 0);
+    ck_assert_msg(strcmp(fx.suite, suite_cases[_i].want) == 0, "case %d: %s, wanted %s", _i,
+                  fx.suite, suite_cases[_i].want);
+    SSL_CTX_free(sctx);
+}
+END_TEST
+
 Suite *suite_tls(void);
 
 Suite *suite_tls(void)
@@ -291,6 +330,8 @@ Suite *suite_tls(void)
     tcase_add_test(tc, test_tls12_resumed_without_ticket);
     tcase_add_test(tc, test_foreign_ticket_full_handshake);
     tcase_add_test(tc, test_resumed_handshake_refused);
+    tcase_add_loop_test(tc, test_suite_order, 0,
+                        (int)(sizeof(suite_cases) / sizeof(suite_cases[0])));
     suite_add_tcase(s, tc);
     return s;
 }

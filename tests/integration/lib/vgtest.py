@@ -386,6 +386,7 @@ class FakeUpstream:
         self.requests = []   # Request objects, in order
         self.accepts = 0
         self.errors = []
+        self.ciphers = []    # the TLS suite of each connection, in order of handshake
         self.ctx = None
         if tls:
             self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -442,6 +443,9 @@ class FakeUpstream:
         try:
             c.settimeout(30)
             s = self.ctx.wrap_socket(c, server_side=True) if self.ctx else c
+            if self.ctx:
+                with self.lock:
+                    self.ciphers.append(s.cipher()[0])
         except (OSError, ssl.SSLError) as e:
             self.errors.append("handshake: %s" % e)
             c.close()

@@ -56,6 +56,10 @@
 #        INTERLEAVE=1 (each test on every proxy in turn, each proxy freshly started for it,
 #        instead of every test on one proxy before the next: a test's ratios then compare runs
 #        minutes apart, not a whole proxy's series apart, on a machine whose speed drifts)
+#        PAIRS=N (every proxy started once per test and kept up, then N turns of SLICE=3 s each,
+#        the proxies' order reversed every other turn, warm-ups in the first only: each turn's
+#        ratios compare runs seconds apart, and the table shows each figure's median over the
+#        turns, as ROUNDS does; mem, calls and hscalls run once per proxy)
 #        ROUNDS=N (interleaved, N rounds, the proxies' order turned by one each round: the table
 #        shows each figure's median over the rounds, and the ratios of each round are listed
 #        after it, with their median and spread)
@@ -67,6 +71,7 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" && pwd)
 VG=${VG:-$BUILD/cli/vaultgate}
 SECS=${SECS:-10}
+SLICE=${SLICE:-3}
 CONNS=${CONNS:-64}
 HS_THREADS=${HS_THREADS:-4}
 BULK_CONNS=${BULK_CONNS:-4}
@@ -188,7 +193,8 @@ bench_mem() { # name
 wrk_run() {
     local pids c0 c1 errs
     pids=$(proxy_pids)
-    load_gen wrk -t"$WRK_THREADS" -c"$3" -d2s "https://127.0.0.1:$PORT$4" >/dev/null # warm-up
+    [ "${WARMED:-0}" = 1 ] || # warm-up
+        load_gen wrk -t"$WRK_THREADS" -c"$3" -d2s "https://127.0.0.1:$PORT$4" >/dev/null
     c0=$(cpu_of $pids)
     perf_start "$1" "$2"
     WRK_OUT=$(load_gen wrk -t"$WRK_THREADS" -c"$3" -d"${SECS}s" \
@@ -311,7 +317,7 @@ bench_h2() { # name: h2load, after a 2 s warm-up run
     [ "$1" = mitmproxy ] && return 0
     command -v h2load >/dev/null || return 0
     pids=$(proxy_pids)
-    load_gen h2load -D 2 -c"$H2_CLIENTS" -m"$H2_STREAMS" \
+    [ "${WARMED:-0}" = 1 ] || load_gen h2load -D 2 -c"$H2_CLIENTS" -m"$H2_STREAMS" \
         --connect-to "127.0.0.1:$PORT" "https://$PX_HOST2:$PORT$H2_PATH" >/dev/null 2>&1 || true
     c0=$(cpu_of $pids)
     perf_start "$1" h2
@@ -402,7 +408,7 @@ round_done() {
 }
 median() { # numbers on stdin, one a line
     sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit
-        if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+        if (NR % 2) print v[(NR + 1) / 2]; else printf "%.10g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 # The medians back into the arrays (for the table), and each round's ratios of every
 # vaultgate column to every other proxy, per proxy CPU-second (and idle memory).
@@ -434,7 +440,43 @@ rounds_report() {
     done
 }
 
-if [ "${INTERLEAVE:-0}" = 1 ] || [ "$ROUNDS" -gt 1 ]; then
+if [ -n "${PAIRS:-}" ]; then
+    # per test, every proxy started once and kept up; then PAIRS turns of SLICE s each, the
+    # proxies' order reversed every other turn (A B, B A, ...: a steady drift of the machine's
+    # speed weighs on both alike); each turn's ratios come from runs seconds apart
+    ROUNDS=$PAIRS
+    declare -A PORTS MAINS
+    for t in "${ORDERED[@]}"; do
+        UP=()
+        for name in "${ACTIVE[@]}"; do
+            proxy_up "$name" || continue
+            PORTS[$name]=$PORT MAINS[$name]=$MAIN_PID
+            UP+=("$name")
+        done
+        if [ "$t" = mem ] || [ "$t" = calls ] || [ "$t" = hscalls ]; then
+            for name in "${UP[@]}"; do # counts and memory do not drift: once per proxy
+                PORT=${PORTS[$name]} MAIN_PID=${MAINS[$name]}
+                "bench_$t" "$name"
+            done
+            round_done
+        else
+            for r in $(seq "$PAIRS"); do
+                TURN=("${UP[@]}")
+                [ $((r % 2)) = 0 ] && mapfile -t TURN < <(printf '%s\n' "${UP[@]}" | tac)
+                for name in "${TURN[@]}"; do
+                    PORT=${PORTS[$name]} MAIN_PID=${MAINS[$name]}
+                    WARMED=$([ "$r" -gt 1 ] && echo 1 || echo 0) SECS=$SLICE "bench_$t" "$name"
+                done
+                round_done
+            done
+        fi
+        for name in "${UP[@]}"; do
+            PORT=${PORTS[$name]} MAIN_PID=${MAINS[$name]}
+            proxy_down "$name"
+        done
+    done
+    rounds_report
+elif [ "${INTERLEAVE:-0}" = 1 ] || [ "$ROUNDS" -gt 1 ]; then
     # each test on every proxy in turn, each proxy freshly started for it: the ratios of a test
     # compare runs minutes apart at most, not a whole proxy's series apart
     for r in $(seq "$ROUNDS"); do

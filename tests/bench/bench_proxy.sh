@@ -156,7 +156,11 @@ get() {
 }
 # load_gen CMD...: a load generator, on $LOAD_CPU at nice $LOAD_NICE
 load_gen() { nice -n "${LOAD_NICE:-0}" taskset -c "$LOAD_CPU" "$@"; }
-start_vgwarn() { VG_LOG_LEVEL=warn start_vaultgate; }
+# the same build at warn, with its own state, audit store and log (PAIRS runs both at once)
+start_vgwarn() {
+    VG_LOG_LEVEL=warn VG_TAG=-warn VG_AUDIT=${VG_AUDIT//\/var\//\/var-warn\/} start_vaultgate
+}
+vg_log() { if [ "$1" = vgwarn ]; then echo "$W/vg-warn.stderr"; else echo "$W/vg.stderr"; fi; }
 
 TICK=$(getconf CLK_TCK)
 declare -A SUITE RPS RPS_CPU CPS CPS_CPU RCPS RCPS_CPU BULK BULK_CPU H2 H2_CPU MEM SYSC ALLOC
@@ -381,8 +385,8 @@ proxy_up() {
     echo "$1 TLS towards the client: ${SUITE[$1]:-unknown}"
 }
 proxy_down() { # NAME
-    vg_col "$1" && grep -q '"level":"error"' "$W/vg.stderr" &&
-        { echo "vaultgate logged errors:"; grep '"level":"error"' "$W/vg.stderr" | head -5; }
+    vg_col "$1" && grep -q '"level":"error"' "$(vg_log "$1")" &&
+        { echo "vaultgate logged errors:"; grep '"level":"error"' "$(vg_log "$1")" | head -5; }
     kill "$MAIN_PID" 2>/dev/null || true
     wait "$MAIN_PID" 2>/dev/null || true
 }

@@ -166,7 +166,7 @@ EOF
 }
 # vaultgate: a bearer rule for the proxy's name (so its reflection masking runs too), that name
 # pinned to $UP_ADDR:443 (and the same for a second name PX_HOST2 when set); its log lines go to
-# vg.stderr.
+# vg$VG_TAG.stderr and its state to var$VG_TAG (VG_TAG, default empty: for a second instance).
 start_vaultgate() {
     local rule2="" resolve2=()
     if [ -n "${PX_HOST2:-}" ]; then
@@ -180,11 +180,11 @@ start_vaultgate() {
  "host_policy": {"default": "allow", "hosts": {}}}
 EOF
     chmod 600 vault.json
-    taskset -c "$PROXY_CPU" "$VG" run --vault vault.json --state-dir "$W/var" \
+    taskset -c "$PROXY_CPU" "$VG" run --vault vault.json --state-dir "$W/var${VG_TAG:-}" \
         --threads "${VG_THREADS:-1}" --listen-https "127.0.0.1:$PORT" --listen-http none \
         --admin "127.0.0.1:${VG_ADMIN:-$(free_port)}" \
         --audit "${VG_AUDIT:-off}" --log-level "${VG_LOG_LEVEL:-info}" --upstream-ca ca.pem \
-        --resolve "${PX_HOST:-127.0.0.1}:443:$UP_ADDR" "${resolve2[@]}" 2>"$W/vg.stderr" &
+        --resolve "${PX_HOST:-127.0.0.1}:443:$UP_ADDR" "${resolve2[@]}" 2>"$W/vg${VG_TAG:-}.stderr" &
     MAIN_PID=$!
 }
 proxy_pids() { echo "$MAIN_PID $(pgrep -P "$MAIN_PID" | tr '\n' ' ')"; }

@@ -179,15 +179,6 @@ static int alpn_select_cb(SSL *ssl, const unsigned char **out, unsigned char *ou
     return SSL_TLSEXT_ERR_NOACK;
 }
 
-/*
- * TLS 1.3 suites in the server's order: AES-128-GCM first (TLS 1.2's order too), as Go and
- * BoringSSL order them on hardware with AES instructions - about a fifth less CPU per byte than
- * AES-256-GCM, and SHA-256 (which has its own instructions) for the handshake's hashes and keys
- * instead of SHA-384 (docs/internals/proxy.md, "TLS choices"). A client that lists ChaCha20 first
- * (one without AES instructions) gets ChaCha20 (SSL_OP_PRIORITIZE_CHACHA).
- */
-#define TLS_SUITES_13 "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
-
 SSL_CTX *tls_server_ctx_new(const unsigned char ticket_keys[80], char *err, size_t errlen)
 {
     static const unsigned char sid_ctx[] = "vaultgate";

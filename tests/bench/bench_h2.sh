@@ -77,7 +77,6 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 bench_workdir vgh2bench
 VG_AUDIT=${VG_AUDIT:-sqlite}
-[ "$VG_AUDIT" = sqlite ] && VG_AUDIT="sqlite:$W/var/audit.db"
 
 # ---- certificates: test CA, upstream leaf, proxy leaf (all ECDSA P-256) ----
 bench_ca bench-ca
@@ -162,8 +161,8 @@ bench_rate() { # name variant
 vg_report() {
     grep -q '"level":"error"' "$W/vg.stderr" &&
         { echo "vaultgate logged errors:"; grep '"level":"error"' "$W/vg.stderr" | head -5; }
-    [[ "$VG_AUDIT" == sqlite:* ]] && echo "vaultgate audit store, egress_route_log:" &&
-        "$VG" audit --store "$VG_AUDIT" routes 2>&1 | sed 's/^/    /'
+    [[ "$(vg_audit_url)" == sqlite:* ]] && echo "vaultgate audit store, egress_route_log:" &&
+        "$VG" audit --store "$(vg_audit_url)" routes 2>&1 | sed 's/^/    /'
     return 0
 }
 

@@ -112,7 +112,6 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 bench_workdir vgbench
 VG_AUDIT=${VG_AUDIT:-sqlite}
-[ "$VG_AUDIT" = sqlite ] && VG_AUDIT="sqlite:$W/var/audit.db"
 # h2load sends no SNI for an address: it names the proxy api.example.test (nothing is resolved:
 # it connects to 127.0.0.1), which vaultgate gets a second bearer rule for
 PX_HOST2=api.example.test
@@ -157,10 +156,8 @@ get() {
 # load_gen CMD...: a load generator, on $LOAD_CPU at nice $LOAD_NICE
 load_gen() { nice -n "${LOAD_NICE:-0}" taskset -c "$LOAD_CPU" "$@"; }
 # the same build at warn, with its own state, audit store and log (PAIRS runs both at once)
-start_vgwarn() {
-    VG_LOG_LEVEL=warn VG_TAG=-warn VG_AUDIT=${VG_AUDIT//\/var\//\/var-warn\/} start_vaultgate
-}
-vg_log() { if [ "$1" = vgwarn ]; then echo "$W/vg-warn.stderr"; else echo "$W/vg.stderr"; fi; }
+vg_tag() { [ "$1" != vgwarn ] || echo -warn; }
+start_vgwarn() { VG_LOG_LEVEL=warn VG_TAG=$(vg_tag vgwarn) start_vaultgate; }
 
 TICK=$(getconf CLK_TCK)
 declare -A SUITE RPS RPS_CPU CPS CPS_CPU RCPS RCPS_CPU BULK BULK_CPU H2 H2_CPU MEM SYSC ALLOC
@@ -385,8 +382,10 @@ proxy_up() {
     echo "$1 TLS towards the client: ${SUITE[$1]:-unknown}"
 }
 proxy_down() { # NAME
-    vg_col "$1" && grep -q '"level":"error"' "$(vg_log "$1")" &&
-        { echo "vaultgate logged errors:"; grep '"level":"error"' "$(vg_log "$1")" | head -5; }
+    local log
+    log=$W/vg$(vg_tag "$1").stderr
+    vg_col "$1" && grep -q '"level":"error"' "$log" &&
+        { echo "vaultgate logged errors:"; grep '"level":"error"' "$log" | head -5; }
     kill "$MAIN_PID" 2>/dev/null || true
     wait "$MAIN_PID" 2>/dev/null || true
 }
@@ -469,7 +468,7 @@ if [ -n "${PAIRS:-}" ]; then
                 [ $((r % 2)) = 0 ] && mapfile -t TURN < <(printf '%s\n' "${UP[@]}" | tac)
                 for name in "${TURN[@]}"; do
                     PORT=${PORTS[$name]} MAIN_PID=${MAINS[$name]}
-                    WARMED=$([ "$r" -gt 1 ] && echo 1 || echo 0) SECS=$SLICE "bench_$t" "$name"
+                    WARMED=$((r > 1)) SECS=$SLICE "bench_$t" "$name"
                 done
                 round_done
             done

@@ -97,11 +97,11 @@ NGINX
 # ${PX_HOST:-127.0.0.1} (SNI). Knobs: NGX_LISTEN (flags of nginx's listen directive),
 # NGX_KEEPALIVE (idle upstream connections nginx keeps, default 64), NGX_SUITES (TLS 1.3 suites
 # nginx prefers, both ways, e.g. vaultgate's order "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:
-# TLS_CHACHA20_POLY1305_SHA256"; default: OpenSSL's order, the client's choice), NGX_WORKERS and HAP_THREADS
-# (default 1; the proxies are pinned to $PROXY_CPU, which may name several CPUs), HAP_BIND and HAP_SERVER
-# (options of haproxy's bind and server lines), VG_AUDIT (vaultgate's --audit, default off),
-# VG_LOG_LEVEL (default info), VG_THREADS (default 1), VG_ADMIN (its admin port, default a free
-# one).
+# TLS_CHACHA20_POLY1305_SHA256"; default: OpenSSL's order, the client's choice), NGX_WORKERS and
+# HAP_THREADS (default 1; the proxies are pinned to $PROXY_CPU, which may name several CPUs),
+# HAP_BIND and HAP_SERVER (options of haproxy's bind and server lines), VG_AUDIT (vaultgate's
+# --audit, default off; "sqlite": the store vg_audit_url names), VG_LOG_LEVEL (default info),
+# VG_THREADS (default 1), VG_ADMIN (its admin port, default a free one).
 start_nginx() {
     mkdir -p px
     cat >px/nginx.conf <<EOF
@@ -167,6 +167,15 @@ EOF
 # vaultgate: a bearer rule for the proxy's name (so its reflection masking runs too), that name
 # pinned to $UP_ADDR:443 (and the same for a second name PX_HOST2 when set); its log lines go to
 # vg$VG_TAG.stderr and its state to var$VG_TAG (VG_TAG, default empty: for a second instance).
+# vg_audit_url [TAG]: vaultgate's --audit for VG_AUDIT (default off): "sqlite" is the store in
+# its state directory (var$TAG, as start_vaultgate gives it); anything else is passed as it is
+vg_audit_url() {
+    if [ "${VG_AUDIT:-off}" = sqlite ]; then
+        echo "sqlite:$W/var${1:-}/audit.db"
+    else
+        echo "${VG_AUDIT:-off}"
+    fi
+}
 start_vaultgate() {
     local rule2="" resolve2=()
     if [ -n "${PX_HOST2:-}" ]; then
@@ -183,7 +192,7 @@ EOF
     taskset -c "$PROXY_CPU" "$VG" run --vault vault.json --state-dir "$W/var${VG_TAG:-}" \
         --threads "${VG_THREADS:-1}" --listen-https "127.0.0.1:$PORT" --listen-http none \
         --admin "127.0.0.1:${VG_ADMIN:-$(free_port)}" \
-        --audit "${VG_AUDIT:-off}" --log-level "${VG_LOG_LEVEL:-info}" --upstream-ca ca.pem \
+        --audit "$(vg_audit_url "${VG_TAG:-}")" --log-level "${VG_LOG_LEVEL:-info}" --upstream-ca ca.pem \
         --resolve "${PX_HOST:-127.0.0.1}:443:$UP_ADDR" "${resolve2[@]}" 2>"$W/vg${VG_TAG:-}.stderr" &
     MAIN_PID=$!
 }

@@ -13,6 +13,7 @@
 
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -75,19 +76,63 @@ static int needs_escape(unsigned char c)
 }
 
 /*
- * s as a JSON string, scanned and copied in one pass (most strings of a line are a few plain
- * bytes), the rest escaped (\u00XX). At the end of the line's room it stops: an escape is
- * written whole or not at all.
+ * Non-zero when a byte of the eight in x needs escaping (needs_escape), else 0. Exact both ways:
+ * below the lowest such byte every byte lies in 0x20-0x7e, so the byte-wise sums and differences
+ * borrow and carry nothing there, and that byte sets its own top bit; with no such byte nothing
+ * borrows or carries at all.
+ */
+static uint64_t word_needs_escape(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101u;
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+
+    return (((x - ones * 0x20) & ~x) | x | (x + ones) | ((q - ones) & ~q) | ((b - ones) & ~b)) &
+           (ones * 0x80);
+}
+
+/* The length of s's first run of bytes that need no escaping, n its length: eight at a time,
+ * the last few padded with plain bytes. */
+static size_t plain_run(const char *s, size_t n)
+{
+    const uint64_t pad = 0x0101010101010101u * 'a';
+    size_t p = 0;
+    uint64_t x;
+
+    for (; p + 8 <= n; p += 8) {
+        memcpy(&x, s + p, 8);
+        if (word_needs_escape(x) != 0)
+            break;
+    }
+    if (p + 8 > n && p < n) {
+        x = pad;
+        memcpy(&x, s + p, n - p);
+        if (word_needs_escape(x) == 0)
+            return n;
+    }
+    while (p < n && !needs_escape((unsigned char)s[p]))
+        p++;
+    return p;
+}
+
+/*
+ * s as a JSON string: its first run of plain bytes (most strings of a line are nothing else)
+ * copied at once, the rest scanned and copied in one pass, escaped where needed (\u00XX). At the
+ * end of the line's room it stops: an escape is written whole or not at all.
  */
 static void put_escaped(struct line *l, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
     char *w = l->buf + l->len, *const end = l->buf + LOG_LINE_MAX - 2;
+    size_t n = strlen(s), p = plain_run(s, n);
     unsigned char c;
 
     if (w < end)
         *w++ = '"';
-    for (; (c = (unsigned char)*s) != '\0' && w < end; s++) {
+    if (p > (size_t)(end - w))
+        p = (size_t)(end - w);
+    memcpy(w, s, p);
+    w += p;
+    for (s += p; (c = (unsigned char)*s) != '\0' && w < end; s++) {
         if (!needs_escape(c)) {
             *w++ = (char)c;
         } else if (c == '"' || c == '\\') {

@@ -115,6 +115,53 @@ START_TEST(test_escaping_and_redaction)
 }
 END_TEST
 
+/* The escaping of s as the line's format defines it, one byte at a time, into out. */
+static void escape_ref(const char *s, char *out)
+{
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+
+        if (c == '"' || c == '\\')
+            out += sprintf(out, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f)
+            out += sprintf(out, "\\u00%02x", c);
+        else
+            *out++ = (char)c;
+    }
+    *out = '\0';
+}
+
+/* One or two bytes that need escaping (and their plain neighbours) at every position of strings
+ * of 1 to 19 bytes: the eight-at-a-time scan finds each, in a full word and in the padded tail. */
+START_TEST(test_escaping_every_position)
+{
+    static const unsigned char probes[] = {0x01, 0x1f, 0x20, 0x21, '"',  0x23, 0x5b,
+                                           '\\', 0x5d, 0x7e, 0x7f, 0x80, 0xc3, 0xff};
+    struct log_fields f = LOG_FIELDS_INIT;
+    char s[24], esc[160], want[200];
+
+    log_set_level(LOG_INFO);
+    for (size_t n = 1; n < 20; n++) {
+        for (size_t i = 0; i < n; i++) {
+            for (size_t k = 0; k < sizeof(probes); k++) {
+                for (size_t j = i; j < n; j += 3) {
+                    memset(s, 'x', n);
+                    s[n] = '\0';
+                    s[i] = (char)probes[k];
+                    if (j != i)
+                        s[j] = (char)probes[(k + j) % sizeof(probes)];
+                    f.host = s;
+                    escape_ref(s, esc);
+                    snprintf(want, sizeof(want),
+                             ",\"level\":\"info\",\"event\":\"e\",\"host\":\"%s\"}\n", esc);
+                    ck_assert_str_eq(after_time(capture(LOG_INFO, "e", &f)), want);
+                }
+            }
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_level_filter_and_truncation)
 {
     struct log_fields f = LOG_FIELDS_INIT;
@@ -234,6 +281,7 @@ Suite *suite_log(void)
     tcase_add_test(tc, test_request_line);
     tcase_add_test(tc, test_duration);
     tcase_add_test(tc, test_escaping_and_redaction);
+    tcase_add_test(tc, test_escaping_every_position);
     tcase_add_test(tc, test_level_filter_and_truncation);
     tcase_add_test(tc, test_batching);
     tcase_add_test(tc, test_batch_full);

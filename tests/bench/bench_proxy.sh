@@ -53,6 +53,8 @@
 #        NGX_SUITES="TLS_AES_128_GCM_SHA256:..." (the TLS 1.3 suites nginx prefers, towards the
 #        client and the upstream; default OpenSSL's, so nginx serves the client's first choice,
 #        TLS_AES_256_GCM_SHA384; each proxy's negotiated suite is printed when it first starts)
+#        NGX_ACCESS_LOG=json (nginx writes a line per request as vaultgate does at info, with
+#        its fields, to px/access.log; "combined" for nginx's own default format; default off)
 #        INTERLEAVE=1 (each test on every proxy in turn, each proxy freshly started for it,
 #        instead of every test on one proxy before the next: a test's ratios then compare runs
 #        minutes apart, not a whole proxy's series apart, on a machine whose speed drifts)

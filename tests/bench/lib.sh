@@ -97,7 +97,10 @@ NGINX
 # ${PX_HOST:-127.0.0.1} (SNI). Knobs: NGX_LISTEN (flags of nginx's listen directive),
 # NGX_KEEPALIVE (idle upstream connections nginx keeps, default 64), NGX_SUITES (TLS 1.3 suites
 # nginx prefers, both ways, e.g. vaultgate's order "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:
-# TLS_CHACHA20_POLY1305_SHA256"; default: OpenSSL's order, the client's choice), NGX_WORKERS and
+# TLS_CHACHA20_POLY1305_SHA256"; default: OpenSSL's order, the client's choice), NGX_ACCESS_LOG
+# (default off: nginx logs no request; "combined", nginx's own default, or "json", a line of the
+# fields vaultgate's request line carries, each written to px/access.log as nginx does, one
+# write(2) per request), NGX_WORKERS and
 # HAP_THREADS (default 1; the proxies are pinned to $PROXY_CPU, which may name several CPUs),
 # HAP_BIND and HAP_SERVER (options of haproxy's bind and server lines), VG_AUDIT (vaultgate's
 # --audit, default off; "sqlite": the store vg_audit_url names), VG_LOG_LEVEL (default info),
@@ -111,7 +114,13 @@ pid $W/px/nginx.pid;
 error_log $W/px/error.log warn;
 events { worker_connections 16384; }
 http {
-    access_log off;
+    log_format json escape=json '{"time":"\$time_iso8601","level":"info","event":"request",'
+        '"conn":\$connection,"client":"\$remote_addr:\$remote_port",'
+        '"listener":"https \$server_addr:\$server_port","host":"\$host",'
+        '"proto":"\$server_protocol","route":"direct","decision":"inject","rule":0,'
+        '"secret":"BENCH_KEY","status":\$status,"bytes_in":\$request_length,'
+        '"bytes_out":\$body_bytes_sent,"duration":\$request_time}';
+    access_log ${NGX_ACCESS_LOG:+$W/px/access.log }${NGX_ACCESS_LOG:-off};
     keepalive_requests 10000000;
     upstream up { server $UP_ADDR:443; keepalive ${NGX_KEEPALIVE:-64}; }
     server {

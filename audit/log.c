@@ -75,6 +75,8 @@ static int needs_escape(unsigned char c)
     return c < 0x20 || c >= 0x7f || c == '"' || c == '\\';
 }
 
+#define ONES8 0x0101010101010101u /* 1 in each byte of a 64-bit word */
+
 /*
  * Non-zero when a byte of the eight in x needs escaping (needs_escape), else 0. Exact both ways:
  * below the lowest such byte every byte lies in 0x20-0x7e, so the byte-wise sums and differences
@@ -83,39 +85,31 @@ static int needs_escape(unsigned char c)
  */
 static uint64_t word_needs_escape(uint64_t x)
 {
-    const uint64_t ones = 0x0101010101010101u;
-    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+    uint64_t q = x ^ (ONES8 * '"'), b = x ^ (ONES8 * '\\');
 
-    return (((x - ones * 0x20) & ~x) | x | (x + ones) | ((q - ones) & ~q) | ((b - ones) & ~b)) &
-           (ones * 0x80);
+    return (((x - ONES8 * 0x20) & ~x) | x | (x + ONES8) | ((q - ONES8) & ~q) | ((b - ONES8) & ~b)) &
+           (ONES8 * 0x80);
 }
 
-/* The length of s's first run of bytes that need no escaping, n its length: eight at a time,
- * the last few padded with plain bytes. */
+/* How many of s's n bytes, from the start, need no escaping: whole words of eight up to the
+ * first that has such a byte, or all n (the last few padded with plain bytes). */
 static size_t plain_run(const char *s, size_t n)
 {
-    const uint64_t pad = 0x0101010101010101u * 'a';
     size_t p = 0;
     uint64_t x;
 
     for (; p + 8 <= n; p += 8) {
         memcpy(&x, s + p, 8);
         if (word_needs_escape(x) != 0)
-            break;
+            return p;
     }
-    if (p + 8 > n && p < n) {
-        x = pad;
-        memcpy(&x, s + p, n - p);
-        if (word_needs_escape(x) == 0)
-            return n;
-    }
-    while (p < n && !needs_escape((unsigned char)s[p]))
-        p++;
-    return p;
+    x = ONES8 * 'a';
+    memcpy(&x, s + p, n - p);
+    return word_needs_escape(x) == 0 ? n : p;
 }
 
 /*
- * s as a JSON string: its first run of plain bytes (most strings of a line are nothing else)
+ * s as a JSON string: its plain start (plain_run; most strings of a line are nothing else)
  * copied at once, the rest scanned and copied in one pass, escaped where needed (\u00XX). At the
  * end of the line's room it stops: an escape is written whole or not at all.
  */

@@ -159,8 +159,7 @@ bench_rate() { # name variant
 }
 # vaultgate's own account of the run: error lines and the audit store's route counts
 vg_report() {
-    grep -q '"level":"error"' "$W/vg.stderr" &&
-        { echo "vaultgate logged errors:"; grep '"level":"error"' "$W/vg.stderr" | head -5; }
+    vg_log_errors
     [[ "$(vg_audit_url)" == sqlite:* ]] && echo "vaultgate audit store, egress_route_log:" &&
         "$VG" audit --store "$(vg_audit_url)" routes 2>&1 | sed 's/^/    /'
     return 0

@@ -384,10 +384,7 @@ proxy_up() {
     echo "$1 TLS towards the client: ${SUITE[$1]:-unknown}"
 }
 proxy_down() { # NAME
-    local log
-    log=$W/vg$(vg_tag "$1").stderr
-    vg_col "$1" && grep -q '"level":"error"' "$log" &&
-        { echo "vaultgate logged errors:"; grep '"level":"error"' "$log" | head -5; }
+    vg_col "$1" && vg_log_errors "$(vg_tag "$1")"
     kill "$MAIN_PID" 2>/dev/null || true
     wait "$MAIN_PID" 2>/dev/null || true
 }

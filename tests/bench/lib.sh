@@ -100,11 +100,11 @@ NGINX
 # TLS_CHACHA20_POLY1305_SHA256"; default: OpenSSL's order, the client's choice), NGX_ACCESS_LOG
 # (default off: nginx logs no request; "combined", nginx's own default, or "json", a line of the
 # fields vaultgate's request line carries, each written to px/access.log as nginx does, one
-# write(2) per request), NGX_WORKERS and
-# HAP_THREADS (default 1; the proxies are pinned to $PROXY_CPU, which may name several CPUs),
-# HAP_BIND and HAP_SERVER (options of haproxy's bind and server lines), VG_AUDIT (vaultgate's
-# --audit, default off; "sqlite": the store vg_audit_url names), VG_LOG_LEVEL (default info),
-# VG_THREADS (default 1), VG_ADMIN (its admin port, default a free one).
+# write(2) per request), NGX_WORKERS and HAP_THREADS (default 1; the proxies are pinned to
+# $PROXY_CPU, which may name several CPUs), HAP_BIND and HAP_SERVER (options of haproxy's bind and
+# server lines), VG_AUDIT (vaultgate's --audit, default off; "sqlite": the store vg_audit_url
+# names), VG_LOG_LEVEL (default info), VG_THREADS (default 1), VG_ADMIN (its admin port, default a
+# free one).
 start_nginx() {
     mkdir -p px
     cat >px/nginx.conf <<EOF
@@ -185,6 +185,14 @@ vg_audit_url() {
         echo "${VG_AUDIT:-off}"
     fi
 }
+# vg_log [TAG]: the file of vaultgate's log lines (vg$TAG.stderr, as start_vaultgate gives it)
+vg_log() { echo "$W/vg${1:-}.stderr"; }
+# vg_log_errors [TAG]: vaultgate's first five error lines, under a heading, if it logged any
+vg_log_errors() {
+    grep -q '"level":"error"' "$(vg_log "${1:-}")" || return 0
+    echo "vaultgate logged errors:"
+    grep '"level":"error"' "$(vg_log "${1:-}")" | head -5
+}
 start_vaultgate() {
     local rule2="" resolve2=()
     if [ -n "${PX_HOST2:-}" ]; then
@@ -202,7 +210,7 @@ EOF
         --threads "${VG_THREADS:-1}" --listen-https "127.0.0.1:$PORT" --listen-http none \
         --admin "127.0.0.1:${VG_ADMIN:-$(free_port)}" \
         --audit "$(vg_audit_url "${VG_TAG:-}")" --log-level "${VG_LOG_LEVEL:-info}" --upstream-ca ca.pem \
-        --resolve "${PX_HOST:-127.0.0.1}:443:$UP_ADDR" "${resolve2[@]}" 2>"$W/vg${VG_TAG:-}.stderr" &
+        --resolve "${PX_HOST:-127.0.0.1}:443:$UP_ADDR" "${resolve2[@]}" 2>"$(vg_log "${VG_TAG:-}")" &
     MAIN_PID=$!
 }
 proxy_pids() { echo "$MAIN_PID $(pgrep -P "$MAIN_PID" | tr '\n' ' ')"; }

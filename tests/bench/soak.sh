@@ -50,7 +50,7 @@ bench_upstream "$UP_ADDR" "soak ok"
 # ---- vaultgate ----
 PORT=$(free_port)
 ADMIN=$(free_port)
-VG_THREADS=$THREADS VG_ADMIN=$ADMIN VG_AUDIT="sqlite:$W/var/audit.db" start_vaultgate # lib.sh
+VG_THREADS=$THREADS VG_ADMIN=$ADMIN VG_AUDIT=sqlite start_vaultgate # lib.sh
 VG_PID=$MAIN_PID
 PIDS+=($VG_PID)
 for _ in $(seq 100); do
@@ -59,7 +59,7 @@ for _ in $(seq 100); do
 done
 if ! curl -sf "http://127.0.0.1:$ADMIN/readyz" >/dev/null; then
     echo "vaultgate not ready" >&2
-    cat "$W/vg.stderr" >&2
+    cat "$(vg_log)" >&2
     exit 1
 fi
 
@@ -123,7 +123,7 @@ wait "$SAMPLER" 2>/dev/null || true
 printf '%8s %10s %9s %6s\n' "seconds" "requests" "RSS KiB" "conns"
 cat "$W/samples"
 total=$(served)
-vg_errors=$(grep -c '"level":"error"' "$W/vg.stderr" || true)
+vg_errors=$(grep -c '"level":"error"' "$(vg_log)" || true)
 awk -v total="$total" -v warm="$WARM_PCT" '
     $2 >= total * warm / 100 && base == "" { base = $3; at = $2 }
     base != "" && $3 > peak { peak = $3 }
